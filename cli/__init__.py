@@ -1,0 +1,1 @@
+"""The specgrad command line (shipped as specgrad.cli)."""

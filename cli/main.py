@@ -1,0 +1,55 @@
+"""The `specgrad` command: a Typer app with one file per command. Only cli/ exits the process.
+
+Exit codes: 0 success, 1 invalid spec or data, 2 bad command line (typer), 3 environment cannot do it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from specgrad.cli.demo import demo
+
+from specgrad import __version__
+from specgrad.device import DeviceUnavailable
+
+app = typer.Typer(
+    name="specgrad",
+    help="Validate, train, run and export models written as YAML specs.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"specgrad {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version")
+    ] = False,
+) -> None:
+    """specgrad: a declarative model-spec toolchain."""
+
+
+@app.command("demo")
+def demo_command(
+    steps: Annotated[int, typer.Option(min=1, max=100_000, help="training steps")] = 300,
+    seed: Annotated[int, typer.Option(help="seed for the data and the initial weights")] = 0,
+    device: Annotated[str | None, typer.Option(help="device: CPU, CLANG or GPU (default: best available)")] = None,
+) -> None:
+    """Train a small MLP on two generated spirals and report the loss and accuracy."""
+    try:
+        demo(steps=steps, seed=seed, device=device)
+    except DeviceUnavailable as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(3) from None
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,72 @@
+"""Pure utilities shared by every layer. Imports nothing from specgrad."""
+
+from __future__ import annotations
+
+import functools
+import operator
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+def prod(xs: Iterable[Any], start: Any = 1) -> Any:
+    """Product of the items; works for ints and symbolic nodes alike."""
+    return functools.reduce(operator.mul, xs, start)
+
+
+def dedup(xs: Iterable[T]) -> list[T]:
+    """Items in first-seen order without repeats."""
+    return list(dict.fromkeys(xs))
+
+
+def flatten(xss: Iterable[Iterable[T]]) -> list[T]:
+    return [x for xs in xss for x in xs]
+
+
+def argfix(*x: Any) -> tuple:
+    """Accept f(1, 2), f((1, 2)) and f([1, 2]) alike."""
+    if x and isinstance(x[0], (tuple, list)):
+        if len(x) != 1:
+            raise ValueError(f"bad arguments {x}: pass either one sequence or several numbers")
+        return tuple(x[0])
+    return x
+
+
+def argsort(xs: Sequence[Any]) -> list[int]:
+    return sorted(range(len(xs)), key=xs.__getitem__)
+
+
+def all_int(xs: Iterable[Any]) -> bool:
+    return all(isinstance(x, int) for x in xs)
+
+
+def merge_dicts(ds: Iterable[dict]) -> dict:
+    """Merge dicts, refusing two different values for one key."""
+    ret: dict = {}
+    for d in ds:
+        for k, v in d.items():
+            if k in ret and ret[k] != v:
+                raise ValueError(f"conflicting values for {k}: {ret[k]} and {v}")
+            ret[k] = v
+    return ret
+
+
+def partition(xs: Iterable[T], pred: Callable[[T], bool]) -> tuple[list[T], list[T]]:
+    yes: list[T] = []
+    no: list[T] = []
+    for x in xs:
+        (yes if pred(x) else no).append(x)
+    return yes, no
+
+
+def make_pair(x: int | Sequence[int], n: int = 2) -> tuple[int, ...]:
+    return (x,) * n if isinstance(x, int) else tuple(x)
+
+
+def round_up(n: int, multiple: int) -> int:
+    return (n + multiple - 1) // multiple * multiple
+
+
+def ceildiv(a: Any, b: Any) -> Any:
+    return -(-a // b)

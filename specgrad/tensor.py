@@ -1,0 +1,1434 @@
+"""Tensor: the user-facing array with autograd. Everything beyond the mlops is composed here from them.
+
+Names, signatures and semantics follow tinygrad 0.8 and PyTorch. Imports every engine layer below it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import string
+from typing import Any, ClassVar, Iterator, Sequence
+
+import numpy as np
+
+from specgrad import mlops
+from specgrad.device import Device
+from specgrad.dtype import DType, dtypes, to_dtype
+from specgrad.helpers import all_int, argfix, flatten, make_pair, prod
+from specgrad.lazy import LazyBuffer, full_const
+from specgrad.ops import BinaryOps
+from specgrad.realize import realize
+from specgrad.shape.symbolic import sint
+
+Scalar = int | float | bool
+
+
+class Tensor:
+    """An n-dimensional array on a device, computed lazily; `backward()` fills `.grad`."""
+
+    __slots__ = ("lazydata", "requires_grad", "grad", "_ctx")
+    __hash__ = object.__hash__  # NOTE: == is elementwise, so hashing is by identity
+    training: ClassVar[bool] = False
+    no_grad: ClassVar[bool] = False
+    _rng: ClassVar[np.random.Generator] = np.random.default_rng(0)
+
+    def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
+                 requires_grad: bool | None = None):
+        device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        want = to_dtype(dtype) if dtype is not None else None
+        if isinstance(data, LazyBuffer):
+            lb = data.copy_to_device(device)
+            lb = lb.cast(want) if want is not None else lb
+        elif isinstance(data, (bool, int, float, np.generic)):
+            natural = dtypes.from_np(data.dtype) if isinstance(data, np.generic) else dtypes.from_py(data)
+            lb = full_const(data, (), want or natural, device)
+        elif isinstance(data, (list, tuple, np.ndarray)):
+            lb = LazyBuffer.from_numpy(_to_numpy(data, want), device)
+        elif isinstance(data, Tensor):
+            raise TypeError("Tensor(Tensor) is not supported: use .detach(), .to(device) or .cast(dtype)")
+        else:
+            raise TypeError(f"cannot make a Tensor from {type(data).__name__}")
+        self.lazydata: LazyBuffer = lb
+        self.requires_grad: bool | None = requires_grad
+        self.grad: Tensor | None = None
+        self._ctx: mlops.Function | None = None
+
+    @staticmethod
+    def _wrap(lb: LazyBuffer, requires_grad: bool | None = None) -> Tensor:
+        ret = Tensor.__new__(Tensor)
+        ret.lazydata, ret.requires_grad, ret.grad, ret._ctx = lb, requires_grad, None, None
+        return ret
+
+    @staticmethod
+    def _apply(fn: type[mlops.Function], *xs: Tensor, **kwargs: Any) -> Tensor:
+        devices = {x.device for x in xs}
+        if len(devices) > 1:
+            raise ValueError(f"{fn.__name__} got tensors on different devices {sorted(devices)}; use .to(device)")
+        ctx = fn(xs[0].device, tuple(x.requires_grad for x in xs))
+        ret = Tensor._wrap(ctx.forward(*[x.lazydata for x in xs], **kwargs), ctx.requires_grad)
+        if ctx.requires_grad and not Tensor.no_grad:
+            ctx.parents, ret._ctx = xs, ctx
+        return ret
+
+    def __repr__(self) -> str:
+        return f"<Tensor {self.lazydata!r} on {self.device} with grad {self.grad.lazydata if self.grad else None!r}>"
+
+    # ***** properties *****
+
+    @property
+    def device(self) -> str:
+        return self.lazydata.device
+
+    @property
+    def shape(self) -> tuple[sint, ...]:
+        return self.lazydata.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.lazydata.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def T(self) -> Tensor:
+        return self.transpose()
+
+    def numel(self) -> sint:
+        return prod(self.shape)
+
+    def element_size(self) -> int:
+        return self.dtype.itemsize
+
+    def nbytes(self) -> sint:
+        return self.numel() * self.element_size()
+
+    def size(self, dim: int | None = None) -> sint | tuple[sint, ...]:
+        return self.shape if dim is None else self.shape[self._dim(dim)]
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self.shape[0]
+
+    def is_floating_point(self) -> bool:
+        return dtypes.is_float(self.dtype)
+
+    # ***** data access *****
+
+    def realize(self) -> Tensor:
+        realize([self.lazydata])
+        return self
+
+    @staticmethod
+    def corealize(tensors: Sequence[Tensor]) -> None:
+        """Realize several tensors in one schedule (shared work is done once)."""
+        realize([t.lazydata for t in tensors])
+
+    def numpy(self) -> np.ndarray:
+        if not all_int(self.shape):
+            raise ValueError(f"cannot copy out a tensor of symbolic shape {self.shape}")
+        if 0 in self.shape:
+            return np.zeros(self.shape, dtype=self.dtype.np)
+        lb = self.lazydata.contiguous()
+        realize([lb])
+        return lb.base.realized.numpy().reshape(self.shape)
+
+    def item(self) -> Scalar:
+        if self.numel() != 1:
+            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
+        return self.numpy().item()
+
+    def tolist(self) -> Any:
+        return self.numpy().tolist()
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous; use .any() or .all()")
+        return bool(self.item())
+
+    def detach(self) -> Tensor:
+        return Tensor._wrap(self.lazydata, requires_grad=False)
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    def to(self, device: str) -> Tensor:
+        device = Device.canonicalize(device)
+        if device == self.device:
+            return self
+        ret = Tensor._wrap(self.lazydata.copy_to_device(device), self.requires_grad)
+        if self.grad is not None:
+            ret.grad = self.grad.to(device)
+        return ret
+
+    def assign(self, x: Tensor | Any) -> Tensor:
+        """Replace this tensor's value in place (same shape and dtype); used by optimizers."""
+        x = x if isinstance(x, Tensor) else Tensor(x, device=self.device, dtype=self.dtype)
+        if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
+            raise ValueError(f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}")
+        self.lazydata = x.lazydata
+        return self
+
+    # ***** creation *****
+
+    @staticmethod
+    def _const(shape: tuple[sint, ...], value: Scalar, dtype: DType | str | None = None,
+               device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+        shape = _shape_arg(shape)
+        dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(value)
+        device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        return Tensor._wrap(full_const(value, shape, dtype, device), requires_grad)
+
+    @staticmethod
+    def full(shape: tuple[sint, ...] | int, fill_value: Scalar, **kwargs: Any) -> Tensor:
+        return Tensor._const(shape if isinstance(shape, tuple) else (shape,), fill_value, **kwargs)
+
+    @staticmethod
+    def zeros(*shape: Any, **kwargs: Any) -> Tensor:
+        return Tensor._const(argfix(*shape), 0.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
+
+    @staticmethod
+    def ones(*shape: Any, **kwargs: Any) -> Tensor:
+        return Tensor._const(argfix(*shape), 1.0, dtype=kwargs.pop("dtype", dtypes.default_float), **kwargs)
+
+    @staticmethod
+    def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None, **kwargs: Any) -> Tensor:
+        dtype = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        return Tensor(np.empty(_shape_arg(argfix(*shape)), dtype=dtype.np), device=device, **kwargs)
+
+    def full_like(self, fill_value: Scalar, **kwargs: Any) -> Tensor:
+        kwargs.setdefault("dtype", self.dtype)
+        kwargs.setdefault("device", self.device)
+        return Tensor.full(self.shape, fill_value, **kwargs)
+
+    def zeros_like(self, **kwargs: Any) -> Tensor:
+        return self.full_like(0, **kwargs)
+
+    def ones_like(self, **kwargs: Any) -> Tensor:
+        return self.full_like(1, **kwargs)
+
+    @staticmethod
+    def arange(start: Scalar, stop: Scalar | None = None, step: Scalar = 1, **kwargs: Any) -> Tensor:
+        if stop is None:
+            start, stop = 0, start
+        if step == 0:
+            raise ValueError("arange step must not be 0")
+        dtype = kwargs.pop("dtype", None) or (dtypes.default_int if all_int((start, stop, step)) else dtypes.default_float)
+        return Tensor(np.arange(start, stop, step, dtype=to_dtype(dtype).np), **kwargs)
+
+    @staticmethod
+    def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
+        dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
+        return Tensor(np.eye(n, m, dtype=dtype.np), **kwargs)
+
+    @staticmethod
+    def manual_seed(seed: int = 0) -> None:
+        """Seed every random creation op (rand, randn, dropout, inits) for reproducible runs."""
+        Tensor._rng = np.random.default_rng(seed)
+
+    @staticmethod
+    def _random(values: np.ndarray, dtype: DType | str | None, **kwargs: Any) -> Tensor:
+        dtype = to_dtype(dtype) if dtype is not None else dtypes.default_float
+        return Tensor(values.astype(dtype.np), **kwargs)
+
+    @staticmethod
+    def rand(*shape: Any, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
+        """Uniform samples in [0, 1)."""
+        return Tensor._random(Tensor._rng.random(_shape_arg(argfix(*shape)), dtype=np.float32), dtype, **kwargs)
+
+    @staticmethod
+    def randn(*shape: Any, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
+        """Standard normal samples."""
+        shape = _shape_arg(argfix(*shape))
+        return Tensor._random(Tensor._rng.standard_normal(shape, dtype=np.float32), dtype, **kwargs)
+
+    @staticmethod
+    def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
+        return Tensor(Tensor._rng.integers(low, high, _shape_arg(argfix(*shape)), dtype=np.int32), **kwargs)
+
+    @staticmethod
+    def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
+        return Tensor.randn(*shape, **kwargs) * std + mean
+
+    @staticmethod
+    def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
+        dtype = kwargs.pop("dtype", None)
+        values = Tensor._rng.uniform(low, high, _shape_arg(argfix(*shape)))
+        return Tensor._random(values, dtype, **kwargs)
+
+    @staticmethod
+    def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+        shape = _shape_arg(argfix(*shape))
+        return Tensor.uniform(*shape, low=-1.0, high=1.0, **kwargs) * (prod(shape) ** -0.5)
+
+    @staticmethod
+    def glorot_uniform(*shape: Any, **kwargs: Any) -> Tensor:
+        shape = _shape_arg(argfix(*shape))
+        bound = math.sqrt(6 / (shape[0] + prod(shape[1:])))
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def kaiming_uniform(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+        shape = _shape_arg(argfix(*shape))
+        bound = math.sqrt(3.0) * math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
+        return Tensor.uniform(*shape, low=-bound, high=bound, **kwargs)
+
+    @staticmethod
+    def kaiming_normal(*shape: Any, a: float = 0.01, **kwargs: Any) -> Tensor:
+        shape = _shape_arg(argfix(*shape))
+        std = math.sqrt(2.0 / (1 + a**2)) / math.sqrt(prod(shape[1:]))
+        return Tensor.normal(*shape, mean=0.0, std=std, **kwargs)
+
+    # ***** autograd *****
+
+    def _deepwalk(self) -> list[Tensor]:
+        """Tensors with a graph behind them, each after its parents."""
+        order: list[Tensor] = []
+        visited: set[int] = set()
+        stack: list[tuple[Tensor, bool]] = [(self, False)]
+        while stack:
+            node, expanded = stack.pop()
+            if expanded:
+                order.append(node)
+                continue
+            if id(node) in visited or node._ctx is None:
+                continue
+            visited.add(id(node))
+            stack.append((node, True))
+            stack.extend((p, False) for p in node._ctx.parents if id(p) not in visited)
+        return order
+
+    def backward(self, gradient: Tensor | None = None) -> Tensor:
+        """Accumulate d(self)/d(x) into x.grad for every x with requires_grad that self depends on."""
+        if self._ctx is None:
+            raise RuntimeError("backward() on a tensor that does not require grad (no graph behind it)")
+        if gradient is None:
+            if self.numel() != 1:
+                raise RuntimeError(f"backward() without a gradient needs a single-element tensor, got {self.shape}")
+            gradient = Tensor.ones(*self.shape, device=self.device, dtype=self.dtype, requires_grad=False)
+        elif gradient.shape != self.shape:
+            raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+        self.grad = gradient
+        for t in reversed(self._deepwalk()):
+            assert t.grad is not None and t._ctx is not None
+            grads = t._ctx.backward(t.grad.lazydata)
+            grads = grads if isinstance(grads, tuple) else (grads,)
+            for parent, g in zip(t._ctx.parents, grads):
+                if g is None or not parent.requires_grad:
+                    continue
+                if g.shape != parent.shape:
+                    raise RuntimeError(f"internal error: gradient shape {g.shape} for a tensor of shape {parent.shape}")
+                gt = Tensor._wrap(g, requires_grad=False)
+                parent.grad = gt if parent.grad is None else parent.grad + gt
+            t._ctx = None  # NOTE: free the graph; a second backward needs a new forward
+        return self
+
+    @staticmethod
+    @contextlib.contextmanager
+    def train(mode: bool = True) -> Iterator[None]:
+        """`with Tensor.train():` turns on training behaviour (dropout) inside the block."""
+        prev, Tensor.training = Tensor.training, mode
+        try:
+            yield
+        finally:
+            Tensor.training = prev
+
+    # ***** movement *****
+
+    def _dim(self, dim: int, extra: int = 0) -> int:
+        n = self.ndim + extra
+        if not -max(n, 1) <= dim < max(n, 1):
+            raise IndexError(f"dimension {dim} is out of range for a tensor of shape {self.shape}")
+        return dim + n if dim < 0 else dim
+
+    def reshape(self, shape: Any, *args: Any) -> Tensor:
+        new = argfix(shape, *args)
+        if sum(1 for s in new if s == -1) > 1 or any(isinstance(s, int) and s < -1 for s in new):
+            raise ValueError(f"bad shape {new} for reshape of {self.shape}: use at most one -1 and no other negatives")
+        if -1 in new:
+            known = prod(s for s in new if s != -1)
+            if known == 0 or self.numel() % known != 0:
+                raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {new}")
+            new = tuple(self.numel() // known if s == -1 else s for s in new)
+        if prod(new) != self.numel():
+            raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {new}")
+        return self if new == self.shape else Tensor._apply(mlops.Reshape, self, shape=tuple(new))
+
+    def expand(self, shape: Any, *args: Any) -> Tensor:
+        new = argfix(shape, *args)
+        if len(new) < self.ndim:
+            raise ValueError(f"cannot expand shape {self.shape} to {new}: fewer dimensions")
+        old = (1,) * (len(new) - self.ndim) + tuple(self.shape)
+        new = tuple(o if n == -1 else n for o, n in zip(old, new))
+        if any(o != n and o != 1 for o, n in zip(old, new)):
+            raise ValueError(f"cannot expand shape {self.shape} to {new}: only size-1 dimensions can grow")
+        x = self.reshape(old)
+        return x if new == x.shape else Tensor._apply(mlops.Expand, x, shape=new)
+
+    def permute(self, order: Any, *args: Any) -> Tensor:
+        order = argfix(order, *args)
+        norm = tuple(self._dim(o) for o in order) if len(order) == self.ndim else order
+        if sorted(norm) != list(range(self.ndim)):
+            raise ValueError(f"invalid permute {order} for shape {self.shape}")
+        return self if norm == tuple(range(self.ndim)) else Tensor._apply(mlops.Permute, self, order=norm)
+
+    def flip(self, axis: Any, *args: Any) -> Tensor:
+        axes = tuple(self._dim(a) for a in argfix(axis, *args))
+        return Tensor._apply(mlops.Flip, self, axis=axes) if axes else self
+
+    def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
+        """Keep [begin, end) on each axis (None keeps the whole axis)."""
+        if len(arg) != self.ndim:
+            raise ValueError(f"shrink needs one range per dimension of shape {self.shape}, got {arg}")
+        norm = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
+        for (b, e), s in zip(norm, self.shape):
+            if all_int((b, e, s)) and not 0 <= b <= e <= s:
+                raise IndexError(f"shrink {arg} is out of range for shape {self.shape}")
+        if all(b == 0 and e == s for (b, e), s in zip(norm, self.shape)):
+            return self
+        return Tensor._apply(mlops.Shrink, self, arg=norm)
+
+    def pad(self, arg: Sequence[tuple[int, int] | None], value: Scalar = 0.0) -> Tensor:
+        """Pad (before, after) on each axis (None for none); negative amounts crop."""
+        if len(arg) != self.ndim:
+            raise ValueError(f"pad needs one (before, after) per dimension of shape {self.shape}, got {arg}")
+        norm = tuple((0, 0) if a is None else (int(a[0]), int(a[1])) for a in arg)
+        x = self.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in zip(norm, self.shape)))
+        grow = tuple((max(b, 0), max(e, 0)) for b, e in norm)
+        if all(b == 0 and e == 0 for b, e in grow):
+            return x
+        ret = Tensor._apply(mlops.Pad, x, arg=grow)
+        if value == 0:
+            return ret
+        inside = Tensor._const(x.shape, True, dtype=dtypes.bool, device=self.device).pad(grow)
+        return inside.where(ret, value)
+
+    def pad2d(self, padding: Sequence[int], value: Scalar = 0.0) -> Tensor:
+        """PyTorch F.pad order: (left, right, top, bottom, ...) starting from the last axis."""
+        if len(padding) % 2 or len(padding) // 2 > self.ndim:
+            raise ValueError(f"pad2d needs pairs for at most {self.ndim} trailing axes, got {padding}")
+        pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
+        return self.pad([None] * (self.ndim - len(pairs)) + pairs, value)
+
+    def transpose(self, ax1: int = 1, ax2: int = 0) -> Tensor:
+        order = list(range(self.ndim))
+        a, b = self._dim(ax1), self._dim(ax2)
+        order[a], order[b] = order[b], order[a]
+        return self.permute(order)
+
+    def flatten(self, start_dim: int = 0, end_dim: int = -1) -> Tensor:
+        if self.ndim == 0:
+            return self.reshape(1)
+        s, e = self._dim(start_dim), self._dim(end_dim)
+        return self.reshape(*self.shape[:s], prod(self.shape[s : e + 1]), *self.shape[e + 1 :])
+
+    def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
+        d = self._dim(dim)
+        return self.reshape(*self.shape[:d], *sizes, *self.shape[d + 1 :])
+
+    def squeeze(self, dim: int | None = None) -> Tensor:
+        if dim is None:
+            return self.reshape(tuple(s for s in self.shape if s != 1))
+        if self.ndim == 0:
+            return self
+        d = self._dim(dim)
+        return self if self.shape[d] != 1 else self.reshape(*self.shape[:d], *self.shape[d + 1 :])
+
+    def unsqueeze(self, dim: int) -> Tensor:
+        d = self._dim(dim, extra=1)
+        return self.reshape(*self.shape[:d], 1, *self.shape[d:])
+
+    def contiguous(self) -> Tensor:
+        return Tensor._apply(mlops.Contiguous, self)
+
+    def contiguous_backward(self) -> Tensor:
+        return Tensor._apply(mlops.ContiguousBackward, self)
+
+    def repeat(self, repeats: Any, *args: Any) -> Tensor:
+        reps = argfix(repeats, *args)
+        if len(reps) < self.ndim:
+            raise ValueError(f"repeat needs at least {self.ndim} counts for shape {self.shape}, got {reps}")
+        base = (1,) * (len(reps) - self.ndim) + tuple(self.shape)
+        x = self.reshape(flatten((1, s) for s in base))
+        x = x.expand(flatten((r, s) for r, s in zip(reps, base)))
+        return x.reshape(tuple(r * s for r, s in zip(reps, base)))
+
+    def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
+        xs = (self, *others)
+        d = self._dim(dim)
+        for x in xs:
+            if x.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, self.shape)) if i != d):
+                raise ValueError(f"cat needs equal shapes except in dim {dim}, got {[t.shape for t in xs]}")
+        total, offset, parts = sum(x.shape[d] for x in xs), 0, []
+        for x in xs:
+            pad = [None] * self.ndim
+            pad[d] = (offset, total - offset - x.shape[d])
+            parts.append(x.pad(pad))
+            offset += x.shape[d]
+        return _sum_all(parts)
+
+    @staticmethod
+    def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
+        if not tensors:
+            raise ValueError("stack needs at least one tensor")
+        first, *rest = tensors
+        d = first._dim(dim, extra=1)
+        if any(t.shape != first.shape for t in rest):
+            raise ValueError(f"stack needs equal shapes, got {[t.shape for t in tensors]}")
+        return first.unsqueeze(d).cat(*[t.unsqueeze(d) for t in rest], dim=d)
+
+    def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
+        d = self._dim(dim)
+        n = self.shape[d]
+        if isinstance(sizes, int):
+            if sizes <= 0:
+                raise ValueError(f"split size must be positive, got {sizes}")
+            sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
+        if sum(sizes) != n:
+            raise ValueError(f"split sizes {list(sizes)} do not add up to {n} (dim {dim} of shape {self.shape})")
+        starts = np.cumsum([0, *sizes[:-1]]).tolist()
+        return tuple(self.shrink([(b, b + s) if i == d else None for i in range(self.ndim)])
+                     for b, s in zip(starts, sizes))
+
+    def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        if chunks <= 0:
+            raise ValueError(f"chunk count must be positive, got {chunks}")
+        n = self.shape[self._dim(dim)]
+        return self.split(max(1, math.ceil(n / chunks)), dim)
+
+    # ***** indexing *****
+
+    def __getitem__(self, indices: Any) -> Tensor:
+        return _getitem(self, indices if isinstance(indices, tuple) else (indices,))
+
+    def gather(self, dim: int, index: Tensor) -> Tensor:
+        """out[i][j] = self[i][index[i][j]] for dim=1 (PyTorch's gather)."""
+        d = self._dim(dim)
+        if index.ndim != self.ndim or any(i > s for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):
+            raise ValueError(f"gather index of shape {index.shape} does not fit input of shape {self.shape} in dim {dim}")
+        x = self.shrink([None if k == d else (0, s) for k, s in enumerate(index.shape)])
+        x = x.unsqueeze(-1).transpose(d, -1)  # (..., 1 at d, ..., n)
+        onehot = _onehot(index, self.shape[d])  # (*index.shape, n)
+        return (x * onehot).sum(-1)
+
+    def tril(self, diagonal: int = 0) -> Tensor:
+        return _tri_mask(self.shape[-2:], diagonal, lower=True, device=self.device).where(self, 0)
+
+    def triu(self, diagonal: int = 0) -> Tensor:
+        return _tri_mask(self.shape[-2:], diagonal, lower=False, device=self.device).where(self, 0)
+
+    # ***** elementwise math *****
+
+    def _float(self) -> Tensor:
+        return self if dtypes.is_float(self.dtype) else self.cast(dtypes.default_float)
+
+    def cast(self, dtype: DType | str) -> Tensor:
+        dtype = to_dtype(dtype)
+        return self if dtype == self.dtype else Tensor._apply(mlops.Cast, self, dtype=dtype)
+
+    def float(self) -> Tensor:
+        return self.cast(dtypes.float32)
+
+    def half(self) -> Tensor:
+        return self.cast(dtypes.float16)
+
+    def double(self) -> Tensor:
+        return self.cast(dtypes.float64)
+
+    def int(self) -> Tensor:
+        return self.cast(dtypes.int32)
+
+    def long(self) -> Tensor:
+        return self.cast(dtypes.int64)
+
+    def bool(self) -> Tensor:
+        return self.cast(dtypes.bool)
+
+    def neg(self) -> Tensor:
+        return self.logical_not() if self.dtype == dtypes.bool else Tensor._apply(mlops.Neg, self)
+
+    def logical_not(self) -> Tensor:
+        return Tensor._apply(mlops.Neg, self.bool())
+
+    def reciprocal(self) -> Tensor:
+        return Tensor._apply(mlops.Reciprocal, self._float())
+
+    def sqrt(self) -> Tensor:
+        return Tensor._apply(mlops.Sqrt, self._float())
+
+    def rsqrt(self) -> Tensor:
+        return self.sqrt().reciprocal()
+
+    def exp(self) -> Tensor:
+        return Tensor._apply(mlops.Exp, self._float())
+
+    def exp2(self) -> Tensor:
+        return (self._float() * math.log(2)).exp()
+
+    def log(self) -> Tensor:
+        return Tensor._apply(mlops.Log, self._float())
+
+    def log2(self) -> Tensor:
+        return self.log() / math.log(2)
+
+    def sin(self) -> Tensor:
+        return Tensor._apply(mlops.Sin, self._float())
+
+    def cos(self) -> Tensor:
+        return ((math.pi / 2) - self._float()).sin()
+
+    def tan(self) -> Tensor:
+        return self.sin() / self.cos()
+
+    def square(self) -> Tensor:
+        return self * self
+
+    def abs(self) -> Tensor:
+        return self if self.dtype == dtypes.bool else self.relu() + (-self).relu()
+
+    def sign(self) -> Tensor:
+        value = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+        return _no_grad_through(self, value)
+
+    def trunc(self) -> Tensor:
+        if not dtypes.is_float(self.dtype):
+            return self
+        # NOTE: floats at or above 2^52 are already whole, and casting them to an int could overflow
+        small = self.detach().abs() < 2.0**52
+        value = small.where(self.detach().cast(dtypes.int64).cast(self.dtype), self.detach())
+        return _no_grad_through(self, value)
+
+    def floor(self) -> Tensor:
+        t = self.trunc().detach()
+        return _no_grad_through(self, (t > self.detach()).where(t - 1, t))
+
+    def ceil(self) -> Tensor:
+        t = self.trunc().detach()
+        return _no_grad_through(self, (t < self.detach()).where(t + 1, t))
+
+    def round(self) -> Tensor:
+        """Round half to even, as PyTorch and numpy do."""
+        x = self.detach()
+        r = (x + 0.5).floor()
+        is_tie, is_odd = (r - x) == 0.5, (r - (r * 0.5).floor() * 2) == 1
+        return _no_grad_through(self, (is_tie & is_odd).where(r - 1, r))
+
+    def pow(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+        if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
+            if x == 0:
+                return self.ones_like(dtype=self._float().dtype if isinstance(x, float) else self.dtype)
+            if x in (1, 2, 3):
+                return self * self.pow(x - 1) if x > 1 else self
+            if x == 0.5:
+                return self.sqrt()
+            if x == -1:
+                return self.reciprocal()
+        base, exponent = self._broadcasted(x, reverse)
+        base, exponent = base._float(), exponent._float()
+        mag = (exponent * base.abs().log()).exp()
+        # NOTE: a negative base gives a real result only for whole exponents; (-1)^y decides its sign
+        odd = (exponent.abs() - (exponent.abs() * 0.5).floor() * 2) == 1
+        signed = odd.where(-mag, mag)
+        whole = exponent == exponent.trunc()
+        ret = (base < 0).where(whole.where(signed, math.nan), mag)
+        return (exponent == 0).where(1.0, ret)
+
+    def maximum(self, x: Tensor | Scalar) -> Tensor:
+        a, b = self._broadcasted(x)
+        # NOTE: ties share the gradient equally, as in PyTorch
+        return (a < b).detach().where(b, (a == b).detach().where((a * 0.5 + b * 0.5).cast(a.dtype), a))
+
+    def minimum(self, x: Tensor | Scalar) -> Tensor:
+        a, b = self._broadcasted(x)
+        if a.dtype == dtypes.bool:
+            return a & b
+        return -((-a).maximum(-b))
+
+    def where(self, x: Tensor | Scalar, y: Tensor | Scalar) -> Tensor:
+        """Elementwise `x if self else y`, broadcasting all three."""
+        cond = self.bool()
+        if isinstance(x, Tensor):
+            x, y = x._broadcasted(y)
+        elif isinstance(y, Tensor):
+            y, x = y._broadcasted(x)
+        else:
+            x, y = Tensor(x, device=self.device)._broadcasted(y)
+        cond, x = cond._broadcast_shapes(x)
+        cond, y = cond._broadcast_shapes(y)
+        x, y = x._broadcast_shapes(y)
+        return Tensor._apply(mlops.Where, cond, x, y)
+
+    def clip(self, min_: Scalar | None = None, max_: Scalar | None = None) -> Tensor:
+        ret = self if min_ is None else self.maximum(min_)
+        return ret if max_ is None else ret.minimum(max_)
+
+    clamp = clip
+
+    # ***** activations *****
+
+    def relu(self) -> Tensor:
+        return Tensor._apply(mlops.Relu, self)
+
+    def sigmoid(self) -> Tensor:
+        return Tensor._apply(mlops.Sigmoid, self._float())
+
+    def tanh(self) -> Tensor:
+        return 2.0 * ((2.0 * self).sigmoid()) - 1.0
+
+    def relu6(self) -> Tensor:
+        return self.relu() - (self - 6).relu()
+
+    def leakyrelu(self, neg_slope: float = 0.01) -> Tensor:
+        return self.relu() - (-neg_slope * self).relu()
+
+    def elu(self, alpha: float = 1.0) -> Tensor:
+        return self.relu() - alpha * (1 - self.exp()).relu()
+
+    def celu(self, alpha: float = 1.0) -> Tensor:
+        return self.maximum(0) + (alpha * ((self / alpha).exp() - 1)).minimum(0)
+
+    def gelu(self, approximate: str = "tanh") -> Tensor:
+        """GELU; 'tanh' (tinygrad's default) or 'none' for the exact erf form (PyTorch's default)."""
+        if approximate == "none":
+            return 0.5 * self * (1 + (self * (1 / math.sqrt(2))).erf())
+        return 0.5 * self * (1 + (math.sqrt(2 / math.pi) * (self + 0.044715 * self * self * self)).tanh())
+
+    def quick_gelu(self) -> Tensor:
+        return self * (self * 1.702).sigmoid()
+
+    def silu(self) -> Tensor:
+        return self * self.sigmoid()
+
+    swish = silu
+
+    def hardtanh(self, min_val: float = -1.0, max_val: float = 1.0) -> Tensor:
+        return self.clip(min_val, max_val)
+
+    def softplus(self, beta: float = 1.0) -> Tensor:
+        # NOTE: max(x, 0) + log(1 + e^-|x|) never overflows
+        x = self * beta
+        return (x.relu() + (1 + (-x.abs()).exp()).log()) * (1 / beta)
+
+    def softsign(self) -> Tensor:
+        return self / (1 + self.abs())
+
+    def mish(self) -> Tensor:
+        return self * self.softplus().tanh()
+
+    def hardswish(self) -> Tensor:
+        return self * (self + 3).relu6() * (1 / 6)
+
+    def hardsigmoid(self) -> Tensor:
+        return (self + 3).relu6() * (1 / 6)
+
+    def logsigmoid(self) -> Tensor:
+        return -(-self).softplus()
+
+    def erf(self) -> Tensor:
+        # https://en.wikipedia.org/wiki/Error_function#Numerical_approximations (Abramowitz-Stegun 7.1.26)
+        t = 1.0 / (1.0 + 0.3275911 * self.abs())
+        poly = t * (0.254829592 + t * (-0.284496736 + t * (1.421413741 + t * (-1.453152027 + t * 1.061405429))))
+        return self.sign() * (1.0 - poly * (-(self * self)).exp())
+
+    # ***** broadcasting and binary ops *****
+
+    def _broadcast_shapes(self, y: Tensor) -> tuple[Tensor, Tensor]:
+        shape = broadcast_shape(self.shape, y.shape)
+        return self.expand(shape), y.expand(shape)
+
+    def _broadcasted(self, y: Tensor | Scalar, reverse: bool = False) -> tuple[Tensor, Tensor]:
+        """Both operands as tensors of one shape and one (promoted) dtype."""
+        x: Tensor = self
+        if not isinstance(y, Tensor):
+            if not isinstance(y, (bool, int, float, np.generic)):
+                raise TypeError(f"cannot combine a Tensor with {type(y).__name__}")
+            y = Tensor._const((), y, dtype=_scalar_dtype(y, x.dtype), device=x.device)
+        if x.device != y.device:
+            raise ValueError(f"operands are on different devices: {x.device} and {y.device}")
+        dtype = dtypes.promote(x.dtype, y.dtype)
+        x, y = x.cast(dtype), y.cast(dtype)
+        if reverse:
+            x, y = y, x
+        return x._broadcast_shapes(y)
+
+    def add(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+        return Tensor._apply(mlops.Add, *self._broadcasted(x, reverse))
+
+    def sub(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+        a, b = self._broadcasted(x, reverse)
+        if a.dtype == dtypes.bool:
+            raise TypeError("subtraction of bool tensors is not supported; use logical_xor or ^")
+        return Tensor._apply(mlops.Sub, a, b)
+
+    def mul(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+        return Tensor._apply(mlops.Mul, *self._broadcasted(x, reverse))
+
+    def div(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+        """True division (ints give floats), as PyTorch."""
+        a, b = self._broadcasted(x, reverse)
+        return Tensor._apply(mlops.Div, a._float(), b._float())
+
+    def floordiv(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+        a, b = self._broadcasted(x, reverse)
+        if dtypes.is_float(a.dtype):
+            return (a / b).floor()
+        q = Tensor._wrap(a.lazydata.e(BinaryOps.DIV, b.lazydata))
+        r = Tensor._wrap(a.lazydata.e(BinaryOps.MOD, b.lazydata))
+        return ((r != 0) & ((r < 0) != (b < 0))).where(q - 1, q)
+
+    def mod(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+        """Remainder with the sign of the divisor, as Python and PyTorch."""
+        a, b = self._broadcasted(x, reverse)
+        if dtypes.is_float(a.dtype):
+            return a - (a / b).floor().detach() * b
+        r = Tensor._wrap(a.lazydata.e(BinaryOps.MOD, b.lazydata))
+        return ((r != 0) & ((r < 0) != (b < 0))).where(r + b, r)
+
+    def _cmp_lt(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
+        return Tensor._apply(mlops.Less, *self._broadcasted(x, reverse))
+
+    def __lt__(self, x: Tensor | Scalar) -> Tensor:  # type: ignore[override]
+        return self._cmp_lt(x)
+
+    def __gt__(self, x: Tensor | Scalar) -> Tensor:  # type: ignore[override]
+        return self._cmp_lt(x, reverse=True)
+
+    def __ge__(self, x: Tensor | Scalar) -> Tensor:  # type: ignore[override]
+        return self._cmp_lt(x).logical_not()
+
+    def __le__(self, x: Tensor | Scalar) -> Tensor:  # type: ignore[override]
+        return self._cmp_lt(x, reverse=True).logical_not()
+
+    def __ne__(self, x: Any) -> Tensor:  # type: ignore[override]
+        return self._cmp_lt(x) | self._cmp_lt(x, reverse=True)
+
+    def __eq__(self, x: Any) -> Tensor:  # type: ignore[override]
+        return (self != x).logical_not()
+
+    def __and__(self, x: Tensor | Scalar) -> Tensor:
+        a, b = self._bool_operands(x)
+        return Tensor._wrap(a.lazydata.e(BinaryOps.MUL, b.lazydata))
+
+    def __or__(self, x: Tensor | Scalar) -> Tensor:
+        a, b = self._bool_operands(x)
+        return Tensor._wrap(a.lazydata.e(BinaryOps.ADD, b.lazydata))
+
+    def __xor__(self, x: Tensor | Scalar) -> Tensor:
+        a, b = self._bool_operands(x)
+        return a != b
+
+    def __invert__(self) -> Tensor:
+        return self._bool_operands(True)[0].logical_not()
+
+    def _bool_operands(self, x: Tensor | Scalar) -> tuple[Tensor, Tensor]:
+        a, b = self._broadcasted(x)
+        if a.dtype != dtypes.bool:
+            raise TypeError(f"logical operators need bool tensors, got {a.dtype}")
+        return a, b
+
+    def __neg__(self) -> Tensor:
+        return self.neg()
+
+    def __add__(self, x: Any) -> Tensor:
+        return self.add(x)
+
+    def __radd__(self, x: Any) -> Tensor:
+        return self.add(x, reverse=True)
+
+    def __sub__(self, x: Any) -> Tensor:
+        return self.sub(x)
+
+    def __rsub__(self, x: Any) -> Tensor:
+        return self.sub(x, reverse=True)
+
+    def __mul__(self, x: Any) -> Tensor:
+        return self.mul(x)
+
+    def __rmul__(self, x: Any) -> Tensor:
+        return self.mul(x, reverse=True)
+
+    def __truediv__(self, x: Any) -> Tensor:
+        return self.div(x)
+
+    def __rtruediv__(self, x: Any) -> Tensor:
+        return self.div(x, reverse=True)
+
+    def __floordiv__(self, x: Any) -> Tensor:
+        return self.floordiv(x)
+
+    def __rfloordiv__(self, x: Any) -> Tensor:
+        return self.floordiv(x, reverse=True)
+
+    def __mod__(self, x: Any) -> Tensor:
+        return self.mod(x)
+
+    def __rmod__(self, x: Any) -> Tensor:
+        return self.mod(x, reverse=True)
+
+    def __pow__(self, x: Any) -> Tensor:
+        return self.pow(x)
+
+    def __rpow__(self, x: Any) -> Tensor:
+        return self.pow(x, reverse=True)
+
+    def __matmul__(self, x: Tensor) -> Tensor:
+        return self.matmul(x)
+
+    def __rmatmul__(self, x: Tensor) -> Tensor:
+        return x.matmul(self)
+
+    def __iadd__(self, x: Any) -> Tensor:
+        return self.assign(self.add(x))
+
+    def __isub__(self, x: Any) -> Tensor:
+        return self.assign(self.sub(x))
+
+    def __imul__(self, x: Any) -> Tensor:
+        return self.assign(self.mul(x))
+
+    def __itruediv__(self, x: Any) -> Tensor:
+        return self.assign(self.div(x))
+
+    # ***** reductions *****
+
+    def _axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
+        if axis is None:
+            return tuple(range(self.ndim))
+        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        return tuple(sorted({self._dim(a) for a in axes}))
+
+    def _reduce(self, fn: type[mlops.Function], axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
+        axes = self._axes(axis)
+        new_shape = tuple(1 if i in axes else s for i, s in enumerate(self.shape))
+        ret = Tensor._apply(fn, self, new_shape=new_shape)
+        return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
+
+    def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        x = self.cast(dtypes.default_int) if self.dtype == dtypes.bool or (
+            dtypes.is_int(self.dtype) and self.dtype.itemsize < 4) else self
+        return x._reduce(mlops.Sum, axis, keepdim)
+
+    def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self._reduce(mlops.Max, axis, keepdim)
+
+    def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        if self.dtype == dtypes.bool:
+            return self.logical_not().max(axis, keepdim).logical_not()
+        return -((-self).max(axis, keepdim))
+
+    def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self.bool().max(axis, keepdim)
+
+    def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        return self.logical_not().any(axis, keepdim).logical_not()
+
+    def mean(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        x = self._float()
+        count = prod(self.shape[a] for a in self._axes(axis))
+        return x.sum(axis, keepdim) * (1 / count if count else math.nan)
+
+    def var(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        x = self._float()
+        count = prod(self.shape[a] for a in self._axes(axis))
+        sq = (x - x.mean(axis, keepdim=True)).square().sum(axis, keepdim)
+        return sq / max(count - correction, 0)
+
+    def std(self, axis: int | Sequence[int] | None = None, keepdim: bool = False, correction: int = 1) -> Tensor:
+        return self.var(axis, keepdim, correction).sqrt()
+
+    def argmax(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        """Index of the first maximum (of the flattened tensor when axis is None), as int32."""
+        if axis is None:
+            return self.flatten().argmax(0, keepdim=False).reshape((1,) * self.ndim if keepdim else ())
+        d = self._dim(axis)
+        n = self.shape[d]
+        is_max = self == self.max(d, keepdim=True)
+        countdown = Tensor.arange(n, 0, -1, device=self.device).reshape(n, *[1] * (self.ndim - d - 1))
+        first = (is_max.cast(dtypes.default_int) * countdown).max(d, keepdim)
+        return (n - first).cast(dtypes.int32).detach()
+
+    def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
+        return (-self if self.dtype != dtypes.bool else self.logical_not()).argmax(axis, keepdim)
+
+    def _softmax(self, axis: int) -> tuple[Tensor, Tensor, Tensor]:
+        m = self - self.max(axis, keepdim=True)
+        e = m.exp()
+        return m, e, e.sum(axis, keepdim=True)
+
+    def softmax(self, axis: int = -1) -> Tensor:
+        _, e, ss = self._float()._softmax(axis)
+        return e.div(ss)
+
+    def log_softmax(self, axis: int = -1) -> Tensor:
+        m, _, ss = self._float()._softmax(axis)
+        return m - ss.log()
+
+    def logsumexp(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        x = self._float()
+        m = x.max(axis, keepdim=True).detach()
+        m = (m.abs() == math.inf).where(0.0, m)  # NOTE: keeps all -inf rows at -inf instead of nan
+        ret = (x - m).exp().sum(axis, keepdim=True).log() + m
+        return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in self._axes(axis)))
+
+    def cumsum(self, axis: int = 0) -> Tensor:
+        d = self._dim(axis)
+        n = self.shape[d]
+        x = self.transpose(d, -1).unsqueeze(-2)  # (..., 1, n)
+        ret = (x * _tri_mask((n, n), 0, lower=True, device=self.device)).sum(-1)  # (..., n)
+        return ret.transpose(d, -1)
+
+    # ***** linear algebra *****
+
+    def matmul(self, w: Tensor) -> Tensor:
+        return self.dot(w)
+
+    def dot(self, w: Tensor) -> Tensor:
+        n1, n2 = self.ndim, w.ndim
+        if n1 == 0 or n2 == 0:
+            raise ValueError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
+        if self.shape[-1] != w.shape[-min(n2, 2)]:
+            raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} "
+                             f"({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
+        x = self.reshape(*self.shape[:-1], *[1] * min(n1 - 1, n2 - 1, 1), self.shape[-1])
+        w = w.reshape(*w.shape[:-2], *[1] * min(n1 - 1, n2 - 1, 1), *w.shape[-min(n2, 2) :]).transpose(-1, -min(n2, 2))
+        return (x * w).sum(-1)
+
+    def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
+        """self @ weight + bias, with weight of shape (in, out) as in tinygrad (a 1-d weight scales)."""
+        x = self * weight if weight.ndim == 1 else self.dot(weight)
+        return x + bias if bias is not None else x
+
+    def sequential(self, layers: Sequence[Any]) -> Tensor:
+        x = self
+        for f in layers:
+            x = f(x)
+        return x
+
+    @staticmethod
+    def einsum(formula: str, *operands: Tensor) -> Tensor:
+        """Einstein summation over single-letter axes, e.g. 'ij,jk->ik'."""
+        return _einsum(formula, operands)
+
+    # ***** convolution and pooling *****
+
+    def _pool(self, kernel: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1
+              ) -> Tensor:
+        """Sliding windows over the last len(kernel) axes: (..., *out_spatial, *kernel)."""
+        return _pool(self, kernel, make_pair(stride, len(kernel)), make_pair(dilation, len(kernel)))
+
+    def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
+               dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0) -> Tensor:
+        """N-d convolution (input (N, C, *spatial), weight (Cout, C/groups, *kernel)); padding per axis
+        (symmetric) or as (left, right, top, bottom, ...) pairs like pad2d."""
+        return _conv(self, weight, bias, groups, stride, dilation, padding)
+
+    def conv1d(self, weight: Tensor, bias: Tensor | None = None, **kwargs: Any) -> Tensor:
+        _check_conv_dims(self, weight, 1)
+        return self.conv2d(weight, bias, **kwargs)
+
+    def conv3d(self, weight: Tensor, bias: Tensor | None = None, **kwargs: Any) -> Tensor:
+        _check_conv_dims(self, weight, 3)
+        return self.conv2d(weight, bias, **kwargs)
+
+    def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1,
+                         stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
+                         padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
+        """Transposed N-d convolution, weight (Cin, Cout/groups, *kernel) as in PyTorch."""
+        return _conv_transpose(self, weight, bias, groups, stride, dilation, padding, output_padding)
+
+    def max_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
+                   dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0) -> Tensor:
+        k = make_pair(kernel_size)
+        x = self.pad(_pool_padding(self, k, padding), value=-math.inf) if _any_nonzero(padding) else self
+        return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
+
+    def avg_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
+                   dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0) -> Tensor:
+        k = make_pair(kernel_size)
+        x = self.pad(_pool_padding(self, k, padding)) if _any_nonzero(padding) else self
+        return x._pool(k, stride if stride is not None else k, dilation).mean(tuple(range(-len(k), 0)))
+
+    # ***** normalisation, regularisation, sampling *****
+
+    def layernorm(self, axis: int | Sequence[int] = -1, eps: float = 1e-5) -> Tensor:
+        y = self - self.mean(axis, keepdim=True)
+        return y * (y * y).mean(axis, keepdim=True).add(eps).rsqrt()
+
+    def batchnorm(self, weight: Tensor | None, bias: Tensor | None, mean: Tensor, invstd: Tensor) -> Tensor:
+        """(x - mean) * invstd * weight + bias with per-channel (axis 1) statistics."""
+        shape = (1, -1) + (1,) * (self.ndim - 2)
+        x = self - mean.reshape(shape)
+        if weight is not None:
+            x = x * weight.reshape(shape)
+        ret = x * (invstd.reshape(shape) if invstd.ndim == 1 else invstd)
+        return ret + bias.reshape(shape) if bias is not None else ret
+
+    def dropout(self, p: float = 0.5) -> Tensor:
+        if not 0 <= p <= 1:
+            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+        if not Tensor.training or p == 0:
+            return self
+        keep = Tensor.rand(*self.shape, device=self.device, requires_grad=False) >= p
+        return keep.where(self, 0) * (1 / (1 - p)) if p < 1 else self * 0
+
+    def one_hot(self, num_classes: int) -> Tensor:
+        return _onehot(self, num_classes).cast(dtypes.default_int)
+
+    def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
+        """Sample indices from the (unnormalised) weights in the last axis; int32."""
+        if not 1 <= self.ndim <= 2 or num_samples < 1:
+            raise ValueError(f"multinomial needs 1-d or 2-d weights and num_samples >= 1, got {self.shape}")
+        if not replacement and num_samples != 1:
+            raise ValueError("multinomial without replacement supports num_samples=1 only")
+        w = self.unsqueeze(0) if self.ndim == 1 else self
+        cw = w._float().cumsum(1)
+        cdf = cw / cw[:, -1].unsqueeze(1)
+        u = Tensor.rand(num_samples, cdf.shape[0], 1, device=self.device)
+        idx = (u.expand(-1, -1, cdf.shape[1]) >= cdf).sum(2).permute(1, 0)
+        idx = idx.minimum(cdf.shape[1] - 1)
+        return (idx.squeeze(0) if self.ndim == 1 else idx).cast(dtypes.int32).detach()
+
+    def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
+                                     dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+        """softmax(q @ k^T / sqrt(d) + mask) @ v; a bool mask keeps True positions; is_causal masks the future."""
+        if is_causal:
+            if attn_mask is not None:
+                raise ValueError("pass either attn_mask or is_causal, not both")
+            attn_mask = _tri_mask((self.shape[-2], key.shape[-2]), 0, lower=True, device=self.device)
+        qk = self.matmul(key.transpose(-2, -1)) * (1 / math.sqrt(self.shape[-1]))
+        if attn_mask is not None:
+            qk = attn_mask.where(qk, -math.inf) if attn_mask.dtype == dtypes.bool else qk + attn_mask
+        return qk.softmax(-1).dropout(dropout_p) @ value
+
+    # ***** losses *****
+
+    def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0
+                                        ) -> Tensor:
+        """Mean cross entropy of logits `self` (..., C) against integer class labels `Y` (...)."""
+        if tuple(self.shape[:-1]) != tuple(Y.shape):
+            raise ValueError(f"labels of shape {Y.shape} do not match logits of shape {self.shape}")
+        n_cls = self.shape[-1]
+        keep = (Y != ignore_index).detach()
+        target = _onehot(Y, n_cls).cast(self._float().dtype) * keep.unsqueeze(-1)
+        logp = self.log_softmax(-1)
+        nll = -(logp * target).sum() / keep.sum()
+        if label_smoothing == 0:
+            return nll
+        smooth = -(logp.mean(-1) * keep).sum() / keep.sum()
+        return (1 - label_smoothing) * nll + label_smoothing * smooth
+
+    def cross_entropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0) -> Tensor:
+        """PyTorch's F.cross_entropy for integer targets over the last axis."""
+        return self.sparse_categorical_crossentropy(Y, ignore_index, label_smoothing)
+
+    def binary_crossentropy(self, Y: Tensor) -> Tensor:
+        """Mean BCE of probabilities `self` against targets `Y` in [0, 1]."""
+        return (-Y * self.log() - (1 - Y) * (1 - self).log()).mean()
+
+    def binary_crossentropy_logits(self, Y: Tensor) -> Tensor:
+        """Mean BCE of logits `self` against targets `Y`, computed without overflow."""
+        return (self.relu() - self * Y + (1 + (-self.abs()).exp()).log()).mean()
+
+    def mse(self, Y: Tensor) -> Tensor:
+        """Mean squared error."""
+        return (self - Y).square().mean()
+
+
+# ***** helpers for the Tensor methods above *****
+
+
+def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
+    if isinstance(data, np.ndarray):
+        if data.dtype.kind not in "biuf":
+            raise TypeError(f"cannot make a Tensor from a numpy array of dtype {data.dtype}")
+        return data.astype(dtype.np) if dtype is not None else data
+    try:
+        arr = np.array(data, dtype=(dtype or dtypes.from_py(data)).np)
+    except (ValueError, TypeError) as e:
+        raise ValueError(f"cannot make a Tensor from this nested list (is it ragged or non-numeric?): {e}") from None
+    return arr
+
+
+def _shape_arg(shape: Sequence[Any]) -> tuple[sint, ...]:
+    shape = tuple(shape)
+    if any(isinstance(s, int) and s < 0 for s in shape) or not all(isinstance(s, (int, np.integer)) or
+                                                               hasattr(s, "vars") for s in shape):
+        raise ValueError(f"bad shape {shape}: dimensions must be non-negative integers")
+    return tuple(int(s) if isinstance(s, (int, np.integer)) else s for s in shape)
+
+
+def broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
+    """The NumPy broadcast of several shapes; an error naming them when they do not broadcast."""
+    n = max(len(s) for s in shapes)
+    padded = [(1,) * (n - len(s)) + tuple(s) for s in shapes]
+    ret = []
+    for dims in zip(*padded):
+        big = {d for d in dims if d != 1}
+        if len(big) > 1:
+            raise ValueError(f"cannot broadcast shapes {' and '.join(str(tuple(s)) for s in shapes)}")
+        ret.append(big.pop() if big else 1)
+    return tuple(ret)
+
+
+def _scalar_dtype(y: Scalar, tensor_dtype: DType) -> DType:
+    """The dtype a Python scalar takes next to a tensor: the tensor's, unless that would lose its kind."""
+    kind = dtypes.from_py(y) if not isinstance(y, np.floating) else dtypes.default_float
+    if kind == dtypes.bool or (kind == dtypes.default_int and tensor_dtype != dtypes.bool):
+        return tensor_dtype
+    if kind == dtypes.default_int:
+        return dtypes.default_int
+    return tensor_dtype if dtypes.is_float(tensor_dtype) else dtypes.default_float
+
+
+def _sum_all(xs: list[Tensor]) -> Tensor:
+    ret = xs[0]
+    for x in xs[1:]:
+        ret = ret + x
+    return ret
+
+
+def _no_grad_through(x: Tensor, value: Tensor) -> Tensor:
+    """`value` (computed without grad) as a function of `x` whose gradient is zero (floor, round, sign)."""
+    return Tensor._apply(mlops.ZeroGrad, x, value.detach())
+
+
+def _tri_mask(shape: tuple[int, int], diagonal: int, lower: bool, device: str) -> Tensor:
+    rows, cols = shape
+    keep = np.tri(rows, cols, diagonal, dtype=bool) if lower else ~np.tri(rows, cols, diagonal - 1, dtype=bool)
+    return Tensor(keep, device=device)
+
+
+def _onehot(index: Tensor, n: int) -> Tensor:
+    """(*index.shape, n) bool: True where the last axis equals the index."""
+    return index.unsqueeze(-1) == Tensor.arange(n, device=index.device)
+
+
+def _getitem(x: Tensor, indices: tuple) -> Tensor:
+    """Basic indexing (ints, slices, None, Ellipsis) as views, then tensor indices as one-hot gathers."""
+    n_ell = sum(1 for i in indices if i is Ellipsis)
+    if n_ell > 1:
+        raise IndexError("an index can only have a single ellipsis (...)")
+    consumes = [i for i in indices if i is not None and i is not Ellipsis]
+    if len(consumes) > x.ndim:
+        raise IndexError(f"too many indices ({len(consumes)}) for a tensor of shape {x.shape}")
+    fill = (slice(None),) * (x.ndim - len(consumes))
+    if n_ell:
+        at = indices.index(Ellipsis)
+        indices = indices[:at] + fill + indices[at + 1 :]
+    else:
+        indices = indices + fill
+    shrink, flips, strides, out_shape, tensor_dims = [], [], [], [], []
+    dim = 0
+    for idx in indices:
+        if idx is None:
+            out_shape.append(("new", None))
+            continue
+        size = x.shape[dim]
+        if isinstance(idx, (bool, np.bool_)):
+            raise IndexError("bool indices are not supported; use a bool Tensor with where()")
+        if isinstance(idx, (int, np.integer)):
+            i = int(idx)
+            if not -size <= i < size:
+                raise IndexError(f"index {i} is out of range for dim {dim} of size {size} (shape {x.shape})")
+            i = i + size if i < 0 else i
+            shrink.append((i, i + 1))
+            flips.append(False)
+            strides.append(1)
+        elif isinstance(idx, slice):
+            start, stop, step = idx.indices(size)
+            if step > 0:
+                shrink.append((start, max(start, stop)))
+            else:
+                shrink.append((stop + 1, max(stop + 1, start + 1)))
+            flips.append(step < 0)
+            strides.append(abs(step))
+            out_shape.append(("dim", dim))
+        elif isinstance(idx, (Tensor, list)):
+            t = idx if isinstance(idx, Tensor) else Tensor(idx, device=x.device)
+            if dtypes.is_float(t.dtype) or t.dtype == dtypes.bool:
+                raise IndexError(f"tensor indices must be integers, got {t.dtype}")
+            shrink.append((0, size))
+            flips.append(False)
+            strides.append(1)
+            out_shape.append(("tensor", dim))
+            tensor_dims.append((dim, t))
+        else:
+            raise IndexError(f"unsupported index {idx!r} of type {type(idx).__name__}")
+        dim += 1
+    ret = x.shrink(shrink)
+    if any(flips):
+        ret = ret.flip(tuple(i for i, f in enumerate(flips) if f))
+    if any(s != 1 for s in strides):
+        ret = _stride(ret, strides)
+    # NOTE: ints drop their axis and None adds one; tensor-indexed axes are gathered afterwards
+    ret = ret.reshape(tuple(1 if kind == "new" else ret.shape[d] for kind, d in out_shape))
+    if not tensor_dims:
+        return ret
+    positions = [i for i, (kind, _) in enumerate(out_shape) if kind == "tensor"]
+    return _gather_tensor_indices(ret, positions, [t for _, t in tensor_dims])
+
+
+def _stride(x: Tensor, strides: list[int]) -> Tensor:
+    """Every s-th element on each axis, via pad + reshape + shrink (no new op needed)."""
+    padded = x.pad([(0, (-sz) % s) for s, sz in zip(strides, x.shape)])
+    split = padded.reshape(flatten((sz // s, s) for s, sz in zip(strides, padded.shape)))
+    picked = split.shrink(flatten(((0, sz // s), (0, 1)) for s, sz in zip(strides, padded.shape)))
+    return picked.reshape(tuple(sz // s for s, sz in zip(strides, padded.shape)))
+
+
+def _gather_tensor_indices(x: Tensor, positions: list[int], idxs: list[Tensor]) -> Tensor:
+    """Advanced indexing: index tensors broadcast together; their result axes go where PyTorch puts them."""
+    bshape = broadcast_shape(*[t.shape for t in idxs])
+    idxs = [t.expand(bshape) for t in idxs]
+    sizes = [x.shape[p] for p in positions]
+    flat = None
+    for t, n in zip(idxs, sizes):
+        t = (t < 0).where(t + n, t)
+        flat = t if flat is None else flat * n + t
+    others = [i for i in range(x.ndim) if i not in positions]
+    xt = x.permute(*others, *positions).reshape(*[x.shape[i] for i in others], *[1] * len(bshape), prod(sizes))
+    onehot = _onehot(flat, prod(sizes))  # (*bshape, N)
+    ret = (xt * onehot).sum(-1)  # (*others, *bshape)
+    adjacent = positions == list(range(positions[0], positions[0] + len(positions)))
+    if not adjacent or positions[0] == 0:
+        return ret.permute(*range(len(others), len(others) + len(bshape)), *range(len(others)))
+    before = sum(1 for i in others if i < positions[0])
+    order = [*range(before), *range(len(others), len(others) + len(bshape)), *range(before, len(others))]
+    return ret.permute(order)
+
+
+def _einsum(formula: str, operands: Sequence[Tensor]) -> Tensor:
+    formula = formula.replace(" ", "")
+    lhs, arrow, rhs = formula.partition("->")
+    inputs = lhs.split(",")
+    if len(inputs) != len(operands):
+        raise ValueError(f"einsum '{formula}' names {len(inputs)} operands but got {len(operands)}")
+    for letters, t in zip(inputs, operands):
+        if len(letters) != t.ndim or any(c not in string.ascii_letters for c in letters):
+            raise ValueError(f"einsum operand '{letters}' does not match a tensor of shape {t.shape}")
+        if len(set(letters)) != len(letters):
+            raise ValueError(f"einsum operand '{letters}' repeats a letter (diagonals are not supported)")
+    counts = {c: sum(s.count(c) for s in inputs) for c in dict.fromkeys("".join(inputs))}
+    out = rhs if arrow else "".join(sorted(c for c, n in counts.items() if n == 1))
+    letters = sorted(counts)
+    aligned = []
+    for spec, t in zip(inputs, operands):
+        order = sorted(range(len(spec)), key=lambda i: spec[i])
+        shape = [t.shape[spec.index(c)] if c in spec else 1 for c in letters]
+        aligned.append(t.permute(order).reshape(shape))
+    prodt = _prod_all(aligned)
+    summed = [i for i, c in enumerate(letters) if c not in out]
+    ret = prodt.sum(summed) if summed else prodt
+    remaining = [c for c in letters if c in out]
+    return ret.permute([remaining.index(c) for c in out]) if out else ret
+
+
+def _prod_all(xs: list[Tensor]) -> Tensor:
+    ret = xs[0]
+    for x in xs[1:]:
+        ret = ret * x
+    return ret
+
+
+def _pool(x: Tensor, k_: tuple[int, ...], s_: tuple[int, ...], d_: tuple[int, ...]) -> Tensor:
+    if len(k_) > x.ndim:
+        raise ValueError(f"a {len(k_)}-d window does not fit a tensor of shape {x.shape}")
+    lead, i_ = list(x.shape[: x.ndim - len(k_)]), x.shape[x.ndim - len(k_) :]
+    o_ = [(i - d * (k - 1) - 1) // s + 1 for i, d, k, s in zip(i_, d_, k_, s_)]
+    if any(o <= 0 for o in o_):
+        raise ValueError(f"window {k_} (dilation {d_}) is larger than the input {tuple(i_)}")
+    none = [None] * len(lead)
+    if all(k <= s for k, s in zip(k_, s_)) and all(d == 1 for d in d_):
+        # windows do not overlap: crop to o*s, split each axis into (o, s) and keep the first k of each s
+        xup = x.shrink(none + [(0, o * s) for o, s in zip(o_, s_)])
+        xup = xup.reshape(*lead, *flatten((o, s) for o, s in zip(o_, s_)))
+        xup = xup.shrink(none + flatten(((0, o), (0, k)) for o, k in zip(o_, k_)))
+        n = len(lead)
+        return xup.permute(*range(n), *[n + 2 * j for j in range(len(k_))], *[n + 2 * j + 1 for j in range(len(k_))])
+    # NOTE: repeat each axis e times, then read it as rows of length i+d: row a starts a*d further in, so
+    # [a, b] is x[a*d + b] (no wrap while b < o*s); then split b into (o, s) and keep s == 0.
+    e_ = [math.ceil(k * (i + d) / i) for k, i, d in zip(k_, i_, d_)]
+    xup = x.reshape(*lead, *flatten((1, i) for i in i_)).expand(*lead, *flatten((e, i) for e, i in zip(e_, i_)))
+    xup = xup.reshape(*lead, *[e * i for e, i in zip(e_, i_)])
+    xup = xup.shrink(none + [(0, k * (i + d)) for k, i, d in zip(k_, i_, d_)])
+    xup = xup.reshape(*lead, *flatten((k, i + d) for k, i, d in zip(k_, i_, d_)))
+    xup = xup.shrink(none + flatten(((0, k), (0, o * s)) for k, o, s in zip(k_, o_, s_)))
+    xup = xup.reshape(*lead, *flatten((k, o, s) for k, o, s in zip(k_, o_, s_)))
+    xup = xup.shrink(none + flatten(((0, k), (0, o), (0, 1)) for k, o in zip(k_, o_)))
+    xup = xup.reshape(*lead, *flatten((k, o) for k, o in zip(k_, o_)))
+    n = len(lead)
+    return xup.permute(*range(n), *[n + 2 * j + 1 for j in range(len(k_))], *[n + 2 * j for j in range(len(k_))])
+
+
+def _conv_padding(padding: int | Sequence[int], n: int) -> list[int]:
+    """Padding in pad2d order (last axis first, (before, after) each)."""
+    if isinstance(padding, int):
+        return [padding] * (2 * n)
+    padding = list(padding)
+    if len(padding) == 2 * n:
+        return padding
+    if len(padding) == n:
+        return [p for p in reversed(padding) for _ in range(2)]
+    raise ValueError(f"padding {padding} must be an int, {n} values or {2 * n} values for a {n}-d convolution")
+
+
+def _check_conv_dims(x: Tensor, weight: Tensor, n: int) -> None:
+    if weight.ndim != n + 2:
+        raise ValueError(f"conv{n}d needs a {n + 2}-d weight, got shape {weight.shape}")
+
+
+def _conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any,
+          padding: Any) -> Tensor:
+    (bs, cin_), (cout, cin), hw = x.shape[:2], weight.shape[:2], weight.shape[2:]
+    if x.ndim != weight.ndim or groups * cin != cin_ or cout % groups:
+        raise ValueError(f"conv input {x.shape} does not fit weight {weight.shape} with groups={groups}: need input "
+                         f"(N, {groups * cin}, ...) with {weight.ndim - 2} spatial axes")
+    xw = x.pad2d(_conv_padding(padding, len(hw)))._pool(tuple(hw), stride, dilation)  # (bs, cin_, *oyx, *hw)
+    rcout, oyx = cout // groups, xw.shape[2 : 2 + len(hw)]
+    xw = xw.reshape(bs, groups, cin, 1, *oyx, *hw).expand(bs, groups, cin, rcout, *oyx, *hw)
+    n = len(oyx)
+    xw = xw.permute(0, 1, 3, *[4 + i for i in range(n)], 2, *[4 + n + i for i in range(len(hw))])
+    # (bs, groups, rcout, *oyx, cin, *hw) * (1, groups, rcout, 1..., cin, *hw), summed over cin and the window
+    w = weight.reshape(1, groups, rcout, *[1] * n, cin, *hw)
+    ret = (xw * w).sum([-1 - i for i in range(1 + len(hw))], keepdim=True).reshape(bs, cout, *oyx)
+    return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(hw))
+
+
+def _conv_transpose(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any,
+                    padding: Any, output_padding: Any) -> Tensor:
+    hw = weight.shape[2:]
+    trailing = list(range(3, weight.ndim + 1))
+    w = weight.unflatten(0, (groups, -1)).permute(0, 2, 1, *trailing).flip(trailing)
+    s_ = make_pair(stride, len(hw))
+    if any(s > 1 for s in s_):
+        # NOTE: insert s-1 zeros between input elements
+        x = x.reshape(*x.shape[:2], *flatten((k, 1) for k in x.shape[2:]))
+        x = x.pad([None, None, *flatten((None, (0, s - 1)) for s in s_)])
+        x = x.reshape(*x.shape[:2], *[k * s for k, s in zip(x.shape[2::2], s_)])
+        x = x.shrink([None, None, *[(0, k - (s - 1)) for k, s in zip(x.shape[2:], s_)]])
+    d_, p_, op_ = make_pair(dilation, len(hw)), make_pair(padding, len(hw)), make_pair(output_padding, len(hw))
+    pad = flatten(((k - 1) * d - p, (k - 1) * d - p + op) for k, d, p, op in reversed(list(zip(hw, d_, p_, op_))))
+    return x.conv2d(w.flatten(end_dim=1), bias, groups=groups, dilation=dilation, padding=pad)
+
+
+def _pool_padding(x: Tensor, k: tuple[int, ...], padding: int | tuple[int, ...]) -> list:
+    p = make_pair(padding, len(k))
+    return [None] * (x.ndim - len(k)) + [(q, q) for q in p]
+
+
+def _any_nonzero(padding: int | tuple[int, ...]) -> bool:
+    return any(make_pair(padding, 1))
+
+
+class no_grad(contextlib.ContextDecorator):
+    """`with no_grad():` builds no autograd graph inside the block (like torch.no_grad)."""
+
+    def __enter__(self) -> None:
+        self.prev, Tensor.no_grad = Tensor.no_grad, True
+
+    def __exit__(self, *exc: object) -> None:
+        Tensor.no_grad = self.prev

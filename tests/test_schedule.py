@@ -1,0 +1,186 @@
+"""The fusion contract: how many kernels a graph becomes. These counts must hold on every device."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specgrad import Tensor
+from specgrad.ops import BufferOps, LoadOps, ReduceOps
+from specgrad.realize import run_schedule
+from specgrad.schedule import create_schedule
+
+
+def realized(*shape: int, seed: int = 0) -> Tensor:
+    return Tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32)).realize()
+
+
+def check_schedule(t: Tensor | list[Tensor], allowed: int) -> list:
+    """Schedule `t`, assert the kernel count, run it, and return the schedule."""
+    outs = t if isinstance(t, list) else [t]
+    sched = create_schedule([x.lazydata for x in outs])
+    kernels = [si for si in sched if si.ast.op not in LoadOps]
+    assert len(kernels) == allowed, f"expected {allowed} kernels, got {len(kernels)}: {[si.ast.op for si in sched]}"
+    run_schedule(sched)
+    return kernels
+
+
+def test_elementwise_chain_is_one_kernel() -> None:
+    a, b, c = realized(4, 4, seed=1), realized(4, 4, seed=2), realized(4, 4, seed=3)
+    out = (a * b + c).relu()
+    check_schedule(out, 1)
+    np.testing.assert_allclose(out.numpy(), np.maximum(a.numpy() * b.numpy() + c.numpy(), 0), rtol=1e-6)
+
+
+def test_elementwise_into_reduce_is_one_kernel() -> None:
+    x = realized(8, 8)
+    out = (x * 2).sum()
+    check_schedule(out, 1)
+    np.testing.assert_allclose(out.numpy(), (x.numpy() * 2).sum(), rtol=1e-5)
+
+
+def test_reduce_then_elementwise_is_one_kernel() -> None:
+    x = realized(8, 8)
+    out = x.sum() + 1
+    (kernel,) = check_schedule(out, 1)
+    assert any(op.op in ReduceOps for op in kernel.ast.lazyops())
+    np.testing.assert_allclose(out.numpy(), x.numpy().sum() + 1, rtol=1e-5)
+
+
+def test_reduce_with_keepdim_reshape_fuses() -> None:
+    x = realized(4, 6)
+    out = (x.sum(axis=1) * 3).relu()
+    check_schedule(out, 1)
+    np.testing.assert_allclose(out.numpy(), np.maximum(x.numpy().sum(1) * 3, 0), rtol=1e-5)
+
+
+def test_matmul_is_one_kernel() -> None:
+    a, b = realized(4, 8, seed=1), realized(8, 3, seed=2)
+    out = a @ b
+    check_schedule(out, 1)
+    np.testing.assert_allclose(out.numpy(), a.numpy() @ b.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_matmul_with_bias_and_relu_is_one_kernel() -> None:
+    a, w, bias = realized(4, 8, seed=1), realized(8, 3, seed=2), realized(3, seed=3)
+    out = (a @ w + bias).relu()
+    check_schedule(out, 1)
+    np.testing.assert_allclose(out.numpy(), np.maximum(a.numpy() @ w.numpy() + bias.numpy(), 0), rtol=1e-5, atol=1e-6)
+
+
+def test_softmax_is_at_most_three_kernels() -> None:
+    x = realized(4, 10)
+    out = x.softmax(-1)
+    kernels = check_schedule(out, 3)
+    assert len(kernels) <= 3
+    e = np.exp(x.numpy() - x.numpy().max(-1, keepdims=True))
+    np.testing.assert_allclose(out.numpy(), e / e.sum(-1, keepdims=True), rtol=1e-5)
+
+
+def test_two_reduces_are_two_kernels() -> None:
+    x = realized(4, 4)
+    out = x.sum(1).max()
+    check_schedule(out, 2)
+    np.testing.assert_allclose(out.numpy(), x.numpy().sum(1).max(), rtol=1e-5)
+
+
+def test_movement_ops_fold_into_loads() -> None:
+    a, b = realized(4, 6, seed=1), realized(6, 4, seed=2)
+    out = (a.permute(1, 0) + b).reshape(24)[::2].flip(0)
+    check_schedule(out, 1)
+    np.testing.assert_allclose(out.numpy(), (a.numpy().T + b.numpy()).reshape(24)[::2][::-1], rtol=1e-6)
+
+
+def test_permute_of_unrealized_elementwise_fuses() -> None:
+    a = realized(4, 6)
+    out = ((a + 1).permute(1, 0) * 2).contiguous()
+    check_schedule(out, 1)
+    np.testing.assert_allclose(out.numpy(), (a.numpy() + 1).T * 2, rtol=1e-6)
+
+
+def test_pad_through_safe_op_fuses() -> None:
+    a = realized(3, 3)
+    out = a.relu().pad(((1, 1), (1, 1))) + 1
+    check_schedule(out, 1)
+    np.testing.assert_allclose(out.numpy(), np.pad(np.maximum(a.numpy(), 0), 1) + 1, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "fn", [lambda a: a.exp(), lambda a: a.reciprocal(), lambda a: 1 / (a.abs() + 1), lambda a: a.log()]
+)
+def test_pad_through_unsafe_op_realizes_first(fn) -> None:
+    a = Tensor(np.random.default_rng(0).uniform(0.5, 2, (3, 3)).astype(np.float32)).realize()
+    out = fn(a).pad(((1, 1), (1, 1))) + 1
+    check_schedule(out, 2)
+    np.testing.assert_allclose(out.numpy(), np.pad(fn(a).numpy(), 1) + 1, rtol=1e-5)
+
+
+def test_expand_of_unrealized_elementwise_realizes_it() -> None:
+    a, b = realized(4, 1, seed=1), realized(4, 5, seed=2)
+    out = a.exp().expand(4, 5) * b
+    check_schedule(out, 2)
+    np.testing.assert_allclose(out.numpy(), np.exp(a.numpy()) * b.numpy(), rtol=1e-5)
+
+
+def test_identical_subgraphs_are_deduplicated() -> None:
+    a, b = realized(4, seed=1), realized(4, seed=2)
+    x, y = (a + b).exp(), (a + b).exp()
+    assert x.lazydata is y.lazydata
+    check_schedule(x * y, 1)
+
+
+def test_shared_subgraph_with_two_outputs() -> None:
+    a = realized(4, 4)
+    s = a.sum(1)
+    out1, out2 = s + 1, s * 2
+    check_schedule([out1, out2], 3)
+    np.testing.assert_allclose(out1.numpy(), a.numpy().sum(1) + 1, rtol=1e-5)
+    np.testing.assert_allclose(out2.numpy(), a.numpy().sum(1) * 2, rtol=1e-5)
+
+
+def test_constants_fold() -> None:
+    a = realized(4)
+    assert (a * 1).lazydata is a.lazydata
+    assert (a + 0).lazydata is a.lazydata
+    two = Tensor.ones(4) + Tensor.ones(4)
+    assert two.lazydata.is_unrealized_const() and two.lazydata.const_value() == 2
+    check_schedule(two, 1)
+    np.testing.assert_equal(two.numpy(), np.full(4, 2, dtype=np.float32))
+
+
+def test_realized_tensor_schedules_nothing() -> None:
+    a = realized(4)
+    assert create_schedule([a.lazydata]) == []
+
+
+def test_schedule_is_in_dependency_order() -> None:
+    a = realized(4, 4)
+    out = (a.sum(1, keepdim=True).exp().expand(4, 4) * a).sum()
+    sched = create_schedule([out.lazydata])
+    outs_so_far: set = set()
+    for si in sched:
+        for x in si.inputs:
+            assert x.realized is not None or x in outs_so_far
+        outs_so_far.add(si.out)
+    run_schedule(sched)
+    ref = (np.exp(a.numpy().sum(1, keepdims=True)) * a.numpy()).sum()
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-5)
+
+
+def test_kernel_ast_ends_in_store_with_loads() -> None:
+    a, b = realized(3, 3, seed=1), realized(3, 3, seed=2)
+    sched = create_schedule([(a + b).lazydata])
+    (si,) = sched
+    assert si.ast.op is BufferOps.STORE and si.ast.arg.idx == 0
+    loads = [x for x in si.ast.lazyops() if x.op is BufferOps.LOAD]
+    assert sorted(x.arg.idx for x in loads) == [1, 2]
+    assert si.inputs == (a.lazydata, b.lazydata)
+
+
+def test_backward_graph_schedules_and_matches() -> None:
+    x = Tensor(np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32), requires_grad=True)
+    w = Tensor(np.random.default_rng(1).standard_normal((4, 2)).astype(np.float32), requires_grad=True)
+    (x @ w).relu().sum().backward()
+    mask = (x.numpy() @ w.numpy() > 0).astype(np.float32)
+    np.testing.assert_allclose(w.grad.numpy(), x.numpy().T @ mask, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), mask @ w.numpy().T, rtol=1e-5, atol=1e-6)
