@@ -181,8 +181,8 @@ class LazyBuffer:
     # *** movement: views over the base, zero copy ***
 
     def _view(self, st: ShapeTracker) -> LazyBuffer:
-        if all_int(st.shape) and 0 in st.shape:
-            return self.const(0, st.shape)
+        if all_int(st.shape) and 0 in st.shape and not self.is_unrealized_const():
+            return self.const(0, st.shape)  # NOTE: an empty tensor needs no memory: a constant of its shape
         if st.contiguous and st.shape == self.base.shape:
             return self.base
         return create_lazybuffer(self.device, st, self.dtype, base=self.base)
@@ -234,7 +234,7 @@ _FOLD: dict[Op, Callable[..., Any]] = {
     BinaryOps.MUL: lambda a, b: a * b,
     BinaryOps.MAX: np.maximum,
     BinaryOps.CMPLT: lambda a, b: a < b,
-    UnaryOps.NEG: lambda a: -a if a.dtype != np.bool_ else a,
+    UnaryOps.NEG: lambda a: np.logical_not(a) if a.dtype == np.bool_ else -a,
     TernaryOps.WHERE: lambda c, a, b: a if c else b,
 }
 

@@ -168,8 +168,7 @@ class Sub(Function):
         return x.e(BinaryOps.SUB, y)
 
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
-        return (grad if self.needs_input_grad[0] else None,
-                grad.e(UnaryOps.NEG) if self.needs_input_grad[1] else None)
+        return (grad if self.needs_input_grad[0] else None, grad.e(UnaryOps.NEG) if self.needs_input_grad[1] else None)
 
 
 class Mul(Function):
@@ -178,8 +177,10 @@ class Mul(Function):
         return x.e(BinaryOps.MUL, y)
 
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
-        return (self.y.e(BinaryOps.MUL, grad) if self.needs_input_grad[0] else None,
-                self.x.e(BinaryOps.MUL, grad) if self.needs_input_grad[1] else None)
+        return (
+            self.y.e(BinaryOps.MUL, grad) if self.needs_input_grad[0] else None,
+            self.x.e(BinaryOps.MUL, grad) if self.needs_input_grad[1] else None,
+        )
 
 
 class Div(Function):
@@ -203,9 +204,11 @@ class Where(Function):
 
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
         zero = grad.const(0)
-        return (None,
-                self.cond.e(TernaryOps.WHERE, grad, zero) if self.needs_input_grad[1] else None,
-                self.cond.e(TernaryOps.WHERE, zero, grad) if self.needs_input_grad[2] else None)
+        return (
+            None,
+            self.cond.e(TernaryOps.WHERE, grad, zero) if self.needs_input_grad[1] else None,
+            self.cond.e(TernaryOps.WHERE, zero, grad) if self.needs_input_grad[2] else None,
+        )
 
 
 # *** reduce ***
@@ -228,7 +231,8 @@ class Max(Function):
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
         # NOTE: ties share the gradient equally, as in PyTorch's amax
         is_max = self.x.const(1, dtype=grad.dtype).e(
-            BinaryOps.SUB, _lt_as(self.x, self.ret.expand(self.x.shape), grad.dtype))
+            BinaryOps.SUB, _lt_as(self.x, self.ret.expand(self.x.shape), grad.dtype)
+        )
         count = is_max.r(ReduceOps.SUM, grad.shape).expand(self.x.shape)
         return is_max.e(BinaryOps.DIV, count).e(BinaryOps.MUL, grad.expand(self.x.shape))
 
@@ -288,5 +292,3 @@ class Flip(Function):
 
     def backward(self, grad: LazyBuffer) -> LazyBuffer:
         return grad.stride(self.arg)
-
-

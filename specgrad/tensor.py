@@ -8,14 +8,15 @@ from __future__ import annotations
 import contextlib
 import math
 import string
-from typing import Any, ClassVar, Iterator, Sequence
+from collections.abc import Iterator, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
 from specgrad import mlops
 from specgrad.device import Device
 from specgrad.dtype import DType, dtypes, to_dtype
-from specgrad.helpers import all_int, argfix, flatten, make_pair, prod
+from specgrad.helpers import all_int, argfix, ceildiv, flatten, make_pair, prod
 from specgrad.lazy import LazyBuffer, full_const
 from specgrad.ops import BinaryOps
 from specgrad.realize import realize
@@ -33,8 +34,9 @@ class Tensor:
     no_grad: ClassVar[bool] = False
     _rng: ClassVar[np.random.Generator] = np.random.default_rng(0)
 
-    def __init__(self, data: Any, device: str | None = None, dtype: DType | str | None = None,
-                 requires_grad: bool | None = None):
+    def __init__(
+        self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None
+    ):
         device = Device.canonicalize(device) if device is not None else Device.DEFAULT
         want = to_dtype(dtype) if dtype is not None else None
         if isinstance(data, LazyBuffer):
@@ -66,8 +68,11 @@ class Tensor:
         if len(devices) > 1:
             raise ValueError(f"{fn.__name__} got tensors on different devices {sorted(devices)}; use .to(device)")
         ctx = fn(xs[0].device, tuple(x.requires_grad for x in xs))
-        ret = Tensor._wrap(ctx.forward(*[x.lazydata for x in xs], **kwargs), ctx.requires_grad)
-        if ctx.requires_grad and not Tensor.no_grad:
+        lb = ctx.forward(*[x.lazydata for x in xs], **kwargs)
+        # NOTE: bool and int results (comparisons, casts) have no gradient, as in PyTorch: the graph stops there
+        requires_grad = ctx.requires_grad if dtypes.is_float(lb.dtype) else False
+        ret = Tensor._wrap(lb, requires_grad)
+        if requires_grad and not Tensor.no_grad:
             ctx.parents, ret._ctx = xs, ctx
         return ret
 
@@ -169,15 +174,22 @@ class Tensor:
         """Replace this tensor's value in place (same shape and dtype); used by optimizers."""
         x = x if isinstance(x, Tensor) else Tensor(x, device=self.device, dtype=self.dtype)
         if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
-            raise ValueError(f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}")
+            raise ValueError(
+                f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}"
+            )
         self.lazydata = x.lazydata
         return self
 
     # ***** creation *****
 
     @staticmethod
-    def _const(shape: tuple[sint, ...], value: Scalar, dtype: DType | str | None = None,
-               device: str | None = None, requires_grad: bool | None = None) -> Tensor:
+    def _const(
+        shape: tuple[sint, ...],
+        value: Scalar,
+        dtype: DType | str | None = None,
+        device: str | None = None,
+        requires_grad: bool | None = None,
+    ) -> Tensor:
         shape = _shape_arg(shape)
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(value)
         device = Device.canonicalize(device) if device is not None else Device.DEFAULT
@@ -217,7 +229,8 @@ class Tensor:
             start, stop = 0, start
         if step == 0:
             raise ValueError("arange step must not be 0")
-        dtype = kwargs.pop("dtype", None) or (dtypes.default_int if all_int((start, stop, step)) else dtypes.default_float)
+        natural = dtypes.default_int if all_int((start, stop, step)) else dtypes.default_float
+        dtype = kwargs.pop("dtype", None) or natural
         return Tensor(np.arange(start, stop, step, dtype=to_dtype(dtype).np), **kwargs)
 
     @staticmethod
@@ -314,7 +327,10 @@ class Tensor:
             raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
         self.grad = gradient
         for t in reversed(self._deepwalk()):
-            assert t.grad is not None and t._ctx is not None
+            assert t._ctx is not None
+            if t.grad is None:  # NOTE: no gradient reached it (every consumer returned None for it)
+                t._ctx = None
+                continue
             grads = t._ctx.backward(t.grad.lazydata)
             grads = grads if isinstance(grads, tuple) else (grads,)
             for parent, g in zip(t._ctx.parents, grads):
@@ -491,8 +507,9 @@ class Tensor:
         if sum(sizes) != n:
             raise ValueError(f"split sizes {list(sizes)} do not add up to {n} (dim {dim} of shape {self.shape})")
         starts = np.cumsum([0, *sizes[:-1]]).tolist()
-        return tuple(self.shrink([(b, b + s) if i == d else None for i in range(self.ndim)])
-                     for b, s in zip(starts, sizes))
+        return tuple(
+            self.shrink([(b, b + s) if i == d else None for i in range(self.ndim)]) for b, s in zip(starts, sizes)
+        )
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
         if chunks <= 0:
@@ -509,7 +526,9 @@ class Tensor:
         """out[i][j] = self[i][index[i][j]] for dim=1 (PyTorch's gather)."""
         d = self._dim(dim)
         if index.ndim != self.ndim or any(i > s for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):
-            raise ValueError(f"gather index of shape {index.shape} does not fit input of shape {self.shape} in dim {dim}")
+            raise ValueError(
+                f"gather index of shape {index.shape} does not fit input of shape {self.shape} in dim {dim}"
+            )
         x = self.shrink([None if k == d else (0, s) for k, s in enumerate(index.shape)])
         x = x.unsqueeze(-1).transpose(d, -1)  # (..., 1 at d, ..., n)
         onehot = _onehot(index, self.shape[d])  # (*index.shape, n)
@@ -612,6 +631,8 @@ class Tensor:
 
     def round(self) -> Tensor:
         """Round half to even, as PyTorch and numpy do."""
+        if not dtypes.is_float(self.dtype):
+            return self
         x = self.detach()
         r = (x + 0.5).floor()
         is_tie, is_odd = (r - x) == 0.5, (r - (r * 0.5).floor() * 2) == 1
@@ -619,14 +640,7 @@ class Tensor:
 
     def pow(self, x: Tensor | Scalar, reverse: bool = False) -> Tensor:
         if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
-            if x == 0:
-                return self.ones_like(dtype=self._float().dtype if isinstance(x, float) else self.dtype)
-            if x in (1, 2, 3):
-                return self * self.pow(x - 1) if x > 1 else self
-            if x == 0.5:
-                return self.sqrt()
-            if x == -1:
-                return self.reciprocal()
+            return self._pow_scalar(x)
         base, exponent = self._broadcasted(x, reverse)
         base, exponent = base._float(), exponent._float()
         mag = (exponent * base.abs().log()).exp()
@@ -637,16 +651,44 @@ class Tensor:
         ret = (base < 0).where(whole.where(signed, math.nan), mag)
         return (exponent == 0).where(1.0, ret)
 
+    def _pow_scalar(self, x: int | float) -> Tensor:
+        """self ** x for a Python number: the sign rule is decided in Python, not in the graph."""
+        if x == 0:
+            ones = self.ones_like(dtype=self._float().dtype if isinstance(x, float) else self.dtype)
+            return _no_grad_through(self, ones)
+        small = float(x).is_integer() and 1 <= x <= 3
+        if small or (isinstance(x, int) and x > 0 and not dtypes.is_float(self.dtype)):
+            base = self if isinstance(x, int) else self._float()
+            return base if x == 1 else base * base.pow(int(x) - 1)
+        if x == 0.5:
+            return self.sqrt()
+        if x == -1:
+            return self.reciprocal()
+        base = self._float()
+        mag = (base.abs().log() * x).exp()
+        if x != math.floor(x):
+            return (base < 0).where(math.nan, mag)
+        return (base < 0).where(-mag, mag) if int(x) % 2 else mag
+
     def maximum(self, x: Tensor | Scalar) -> Tensor:
         a, b = self._broadcasted(x)
+        if not dtypes.is_float(a.dtype):  # NOTE: no gradient to share, and (a + b) / 2 in float32 would round big ints
+            return (a < b).where(b, a)
         # NOTE: ties share the gradient equally, as in PyTorch
-        return (a < b).detach().where(b, (a == b).detach().where((a * 0.5 + b * 0.5).cast(a.dtype), a))
+        return (a < b).detach().where(b, (a == b).detach().where(a * 0.5 + b * 0.5, a))
 
     def minimum(self, x: Tensor | Scalar) -> Tensor:
         a, b = self._broadcasted(x)
-        if a.dtype == dtypes.bool:
-            return a & b
-        return -((-a).maximum(-b))
+        return a._flip_order().maximum(b._flip_order())._flip_order()
+
+    def _flip_order(self) -> Tensor:
+        """An order-reversing map that is its own inverse and cannot overflow: -x, not x, or ~x for ints."""
+        if dtypes.is_float(self.dtype):
+            return -self
+        if self.dtype == dtypes.bool:
+            return self.logical_not()
+        # NOTE: ~x as MAX - x or -1 - x; -x would wrap for unsigned ints and for the most negative int
+        return (int(np.iinfo(self.dtype.np).max) if dtypes.is_unsigned(self.dtype) else -1) - self
 
     def where(self, x: Tensor | Scalar, y: Tensor | Scalar) -> Tensor:
         """Elementwise `x if self else y`, broadcasting all three."""
@@ -908,17 +950,18 @@ class Tensor:
         return ret if keepdim else ret.reshape(tuple(s for i, s in enumerate(self.shape) if i not in axes))
 
     def sum(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        x = self.cast(dtypes.default_int) if self.dtype == dtypes.bool or (
-            dtypes.is_int(self.dtype) and self.dtype.itemsize < 4) else self
+        x = (
+            self.cast(dtypes.default_int)
+            if self.dtype == dtypes.bool or (dtypes.is_int(self.dtype) and self.dtype.itemsize < 4)
+            else self
+        )
         return x._reduce(mlops.Sum, axis, keepdim)
 
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self._reduce(mlops.Max, axis, keepdim)
 
     def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        if self.dtype == dtypes.bool:
-            return self.logical_not().max(axis, keepdim).logical_not()
-        return -((-self).max(axis, keepdim))
+        return self._flip_order().max(axis, keepdim)._flip_order()
 
     def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self.bool().max(axis, keepdim)
@@ -952,7 +995,7 @@ class Tensor:
         return (n - first).cast(dtypes.int32).detach()
 
     def argmin(self, axis: int | None = None, keepdim: bool = False) -> Tensor:
-        return (-self if self.dtype != dtypes.bool else self.logical_not()).argmax(axis, keepdim)
+        return self._flip_order().argmax(axis, keepdim)
 
     def _softmax(self, axis: int) -> tuple[Tensor, Tensor, Tensor]:
         m = self - self.max(axis, keepdim=True)
@@ -991,8 +1034,15 @@ class Tensor:
         if n1 == 0 or n2 == 0:
             raise ValueError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
         if self.shape[-1] != w.shape[-min(n2, 2)]:
-            raise ValueError(f"matmul shape mismatch: {self.shape} @ {w.shape} "
-                             f"({self.shape[-1]} != {w.shape[-min(n2, 2)]})")
+            raise ValueError(
+                f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {w.shape[-min(n2, 2)]})"
+            )
+        try:
+            broadcast_shape(self.shape[:-2], w.shape[:-2])
+        except ValueError:
+            raise ValueError(
+                f"matmul batch shapes {self.shape[:-2]} and {w.shape[:-2]} do not broadcast: {self.shape} @ {w.shape}"
+            ) from None
         x = self.reshape(*self.shape[:-1], *[1] * min(n1 - 1, n2 - 1, 1), self.shape[-1])
         w = w.reshape(*w.shape[:-2], *[1] * min(n1 - 1, n2 - 1, 1), *w.shape[-min(n2, 2) :]).transpose(-1, -min(n2, 2))
         return (x * w).sum(-1)
@@ -1015,13 +1065,21 @@ class Tensor:
 
     # ***** convolution and pooling *****
 
-    def _pool(self, kernel: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1
-              ) -> Tensor:
+    def _pool(
+        self, kernel: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1
+    ) -> Tensor:
         """Sliding windows over the last len(kernel) axes: (..., *out_spatial, *kernel)."""
         return _pool(self, kernel, make_pair(stride, len(kernel)), make_pair(dilation, len(kernel)))
 
-    def conv2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1, stride: int | Sequence[int] = 1,
-               dilation: int | Sequence[int] = 1, padding: int | Sequence[int] = 0) -> Tensor:
+    def conv2d(
+        self,
+        weight: Tensor,
+        bias: Tensor | None = None,
+        groups: int = 1,
+        stride: int | Sequence[int] = 1,
+        dilation: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+    ) -> Tensor:
         """N-d convolution (input (N, C, *spatial), weight (Cout, C/groups, *kernel)); padding per axis
         (symmetric) or as (left, right, top, bottom, ...) pairs like pad2d."""
         return _conv(self, weight, bias, groups, stride, dilation, padding)
@@ -1034,23 +1092,40 @@ class Tensor:
         _check_conv_dims(self, weight, 3)
         return self.conv2d(weight, bias, **kwargs)
 
-    def conv_transpose2d(self, weight: Tensor, bias: Tensor | None = None, groups: int = 1,
-                         stride: int | Sequence[int] = 1, dilation: int | Sequence[int] = 1,
-                         padding: int | Sequence[int] = 0, output_padding: int | Sequence[int] = 0) -> Tensor:
+    def conv_transpose2d(
+        self,
+        weight: Tensor,
+        bias: Tensor | None = None,
+        groups: int = 1,
+        stride: int | Sequence[int] = 1,
+        dilation: int | Sequence[int] = 1,
+        padding: int | Sequence[int] = 0,
+        output_padding: int | Sequence[int] = 0,
+    ) -> Tensor:
         """Transposed N-d convolution, weight (Cin, Cout/groups, *kernel) as in PyTorch."""
         return _conv_transpose(self, weight, bias, groups, stride, dilation, padding, output_padding)
 
-    def max_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
-                   dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0) -> Tensor:
-        k = make_pair(kernel_size)
-        x = self.pad(_pool_padding(self, k, padding), value=-math.inf) if _any_nonzero(padding) else self
-        return x._pool(k, stride if stride is not None else k, dilation).max(tuple(range(-len(k), 0)))
+    def max_pool2d(
+        self,
+        kernel_size: int | tuple[int, ...] = (2, 2),
+        stride: int | tuple[int, ...] | None = None,
+        dilation: int | tuple[int, ...] = 1,
+        padding: int | tuple[int, ...] = 0,
+    ) -> Tensor:
+        """Max over sliding windows of the last len(kernel_size) axes (padding reads as -inf)."""
+        windows = _pooling_windows(self, kernel_size, stride, dilation, padding, fill=-math.inf)
+        return windows.max(tuple(range(-len(make_pair(kernel_size)), 0)))
 
-    def avg_pool2d(self, kernel_size: int | tuple[int, ...] = (2, 2), stride: int | tuple[int, ...] | None = None,
-                   dilation: int | tuple[int, ...] = 1, padding: int | tuple[int, ...] = 0) -> Tensor:
-        k = make_pair(kernel_size)
-        x = self.pad(_pool_padding(self, k, padding)) if _any_nonzero(padding) else self
-        return x._pool(k, stride if stride is not None else k, dilation).mean(tuple(range(-len(k), 0)))
+    def avg_pool2d(
+        self,
+        kernel_size: int | tuple[int, ...] = (2, 2),
+        stride: int | tuple[int, ...] | None = None,
+        dilation: int | tuple[int, ...] = 1,
+        padding: int | tuple[int, ...] = 0,
+    ) -> Tensor:
+        """Mean over sliding windows of the last len(kernel_size) axes (padding counts as 0, as in PyTorch)."""
+        windows = _pooling_windows(self, kernel_size, stride, dilation, padding, fill=0.0)
+        return windows.mean(tuple(range(-len(make_pair(kernel_size)), 0)))
 
     # ***** normalisation, regularisation, sampling *****
 
@@ -1092,8 +1167,14 @@ class Tensor:
         idx = idx.minimum(cdf.shape[1] - 1)
         return (idx.squeeze(0) if self.ndim == 1 else idx).cast(dtypes.int32).detach()
 
-    def scaled_dot_product_attention(self, key: Tensor, value: Tensor, attn_mask: Tensor | None = None,
-                                     dropout_p: float = 0.0, is_causal: bool = False) -> Tensor:
+    def scaled_dot_product_attention(
+        self,
+        key: Tensor,
+        value: Tensor,
+        attn_mask: Tensor | None = None,
+        dropout_p: float = 0.0,
+        is_causal: bool = False,
+    ) -> Tensor:
         """softmax(q @ k^T / sqrt(d) + mask) @ v; a bool mask keeps True positions; is_causal masks the future."""
         if is_causal:
             if attn_mask is not None:
@@ -1106,8 +1187,9 @@ class Tensor:
 
     # ***** losses *****
 
-    def sparse_categorical_crossentropy(self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0
-                                        ) -> Tensor:
+    def sparse_categorical_crossentropy(
+        self, Y: Tensor, ignore_index: int = -1, label_smoothing: float = 0.0
+    ) -> Tensor:
         """Mean cross entropy of logits `self` (..., C) against integer class labels `Y` (...)."""
         if tuple(self.shape[:-1]) != tuple(Y.shape):
             raise ValueError(f"labels of shape {Y.shape} do not match logits of shape {self.shape}")
@@ -1155,8 +1237,9 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
 
 def _shape_arg(shape: Sequence[Any]) -> tuple[sint, ...]:
     shape = tuple(shape)
-    if any(isinstance(s, int) and s < 0 for s in shape) or not all(isinstance(s, (int, np.integer)) or
-                                                               hasattr(s, "vars") for s in shape):
+    if any(isinstance(s, int) and s < 0 for s in shape) or not all(
+        isinstance(s, (int, np.integer)) or hasattr(s, "vars") for s in shape
+    ):
         raise ValueError(f"bad shape {shape}: dimensions must be non-negative integers")
     return tuple(int(s) if isinstance(s, (int, np.integer)) else s for s in shape)
 
@@ -1217,7 +1300,7 @@ def _getitem(x: Tensor, indices: tuple) -> Tensor:
         raise IndexError(f"too many indices ({len(consumes)}) for a tensor of shape {x.shape}")
     fill = (slice(None),) * (x.ndim - len(consumes))
     if n_ell:
-        at = indices.index(Ellipsis)
+        at = next(i for i, idx in enumerate(indices) if idx is Ellipsis)  # NOTE: not .index(): Tensor == is elementwise
         indices = indices[:at] + fill + indices[at + 1 :]
     else:
         indices = indices + fill
@@ -1343,19 +1426,23 @@ def _pool(x: Tensor, k_: tuple[int, ...], s_: tuple[int, ...], d_: tuple[int, ..
         raise ValueError(f"window {k_} (dilation {d_}) is larger than the input {tuple(i_)}")
     none = [None] * len(lead)
     if all(k <= s for k, s in zip(k_, s_)) and all(d == 1 for d in d_):
-        # windows do not overlap: crop to o*s, split each axis into (o, s) and keep the first k of each s
-        xup = x.shrink(none + [(0, o * s) for o, s in zip(o_, s_)])
+        # windows do not overlap: pad or crop to o*s, split each axis into (o, s) and keep the first k of each s
+        # NOTE: o*s can pass the end when s > k; the padding is never inside a kept window
+        xup = x.pad(none + [(0, max(0, o * s - i)) for o, s, i in zip(o_, s_, i_)])
+        xup = xup.shrink(none + [(0, o * s) for o, s in zip(o_, s_)])
         xup = xup.reshape(*lead, *flatten((o, s) for o, s in zip(o_, s_)))
         xup = xup.shrink(none + flatten(((0, o), (0, k)) for o, k in zip(o_, k_)))
         n = len(lead)
         return xup.permute(*range(n), *[n + 2 * j for j in range(len(k_))], *[n + 2 * j + 1 for j in range(len(k_))])
-    # NOTE: repeat each axis e times, then read it as rows of length i+d: row a starts a*d further in, so
-    # [a, b] is x[a*d + b] (no wrap while b < o*s); then split b into (o, s) and keep s == 0.
-    e_ = [math.ceil(k * (i + d) / i) for k, i, d in zip(k_, i_, d_)]
+    # NOTE: repeat each axis e times, then read it as rows of length r = f*i+d: row a starts a*d further in, so
+    # [a, b] is x[a*d + b] (no wrap while b < o*s); then split b into (o, s) and keep s == 0. f > 1 only when a
+    # stride longer than the window makes o*s pass i+d.
+    r_ = [max(1, ceildiv(o * s - d, i)) * i + d for i, d, o, s in zip(i_, d_, o_, s_)]
+    e_ = [ceildiv(k * r, i) for k, i, r in zip(k_, i_, r_)]
     xup = x.reshape(*lead, *flatten((1, i) for i in i_)).expand(*lead, *flatten((e, i) for e, i in zip(e_, i_)))
     xup = xup.reshape(*lead, *[e * i for e, i in zip(e_, i_)])
-    xup = xup.shrink(none + [(0, k * (i + d)) for k, i, d in zip(k_, i_, d_)])
-    xup = xup.reshape(*lead, *flatten((k, i + d) for k, i, d in zip(k_, i_, d_)))
+    xup = xup.shrink(none + [(0, k * r) for k, r in zip(k_, r_)])
+    xup = xup.reshape(*lead, *flatten((k, r) for k, r in zip(k_, r_)))
     xup = xup.shrink(none + flatten(((0, k), (0, o * s)) for k, o, s in zip(k_, o_, s_)))
     xup = xup.reshape(*lead, *flatten((k, o, s) for k, o, s in zip(k_, o_, s_)))
     xup = xup.shrink(none + flatten(((0, k), (0, o), (0, 1)) for k, o in zip(k_, o_)))
@@ -1381,12 +1468,15 @@ def _check_conv_dims(x: Tensor, weight: Tensor, n: int) -> None:
         raise ValueError(f"conv{n}d needs a {n + 2}-d weight, got shape {weight.shape}")
 
 
-def _conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any,
-          padding: Any) -> Tensor:
+def _conv(
+    x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any, padding: Any
+) -> Tensor:
     (bs, cin_), (cout, cin), hw = x.shape[:2], weight.shape[:2], weight.shape[2:]
     if x.ndim != weight.ndim or groups * cin != cin_ or cout % groups:
-        raise ValueError(f"conv input {x.shape} does not fit weight {weight.shape} with groups={groups}: need input "
-                         f"(N, {groups * cin}, ...) with {weight.ndim - 2} spatial axes")
+        raise ValueError(
+            f"conv input {x.shape} does not fit weight {weight.shape} with groups={groups}: need input "
+            f"(N, {groups * cin}, ...) with {weight.ndim - 2} spatial axes"
+        )
     xw = x.pad2d(_conv_padding(padding, len(hw)))._pool(tuple(hw), stride, dilation)  # (bs, cin_, *oyx, *hw)
     rcout, oyx = cout // groups, xw.shape[2 : 2 + len(hw)]
     xw = xw.reshape(bs, groups, cin, 1, *oyx, *hw).expand(bs, groups, cin, rcout, *oyx, *hw)
@@ -1398,8 +1488,16 @@ def _conv(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: A
     return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(hw))
 
 
-def _conv_transpose(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any,
-                    padding: Any, output_padding: Any) -> Tensor:
+def _conv_transpose(
+    x: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    groups: int,
+    stride: Any,
+    dilation: Any,
+    padding: Any,
+    output_padding: Any,
+) -> Tensor:
     hw = weight.shape[2:]
     trailing = list(range(3, weight.ndim + 1))
     w = weight.unflatten(0, (groups, -1)).permute(0, 2, 1, *trailing).flip(trailing)
@@ -1415,13 +1513,13 @@ def _conv_transpose(x: Tensor, weight: Tensor, bias: Tensor | None, groups: int,
     return x.conv2d(w.flatten(end_dim=1), bias, groups=groups, dilation=dilation, padding=pad)
 
 
-def _pool_padding(x: Tensor, k: tuple[int, ...], padding: int | tuple[int, ...]) -> list:
-    p = make_pair(padding, len(k))
-    return [None] * (x.ndim - len(k)) + [(q, q) for q in p]
-
-
-def _any_nonzero(padding: int | tuple[int, ...]) -> bool:
-    return any(make_pair(padding, 1))
+def _pooling_windows(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, fill: float) -> Tensor:
+    """(..., *out_spatial, *kernel) windows of `x` padded with `fill`; stride defaults to the kernel."""
+    k = make_pair(kernel_size)
+    pads = make_pair(padding, len(k))
+    if any(pads):
+        x = x.pad([None] * (x.ndim - len(k)) + [(p, p) for p in pads], value=fill)
+    return x._pool(k, stride if stride is not None else k, dilation)
 
 
 class no_grad(contextlib.ContextDecorator):

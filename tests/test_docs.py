@@ -1,0 +1,30 @@
+"""Every docs example is a tested program."""
+
+from __future__ import annotations
+
+import re
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_abstractions_tour_runs() -> None:
+    runpy.run_path(str(ROOT / "docs" / "abstractions.py"), run_name="__main__")
+
+
+def test_readme_python_example_runs() -> None:
+    blocks = re.findall(r"```python\n(.*?)```", (ROOT / "README.md").read_text(), flags=re.S)
+    assert blocks, "README.md should show Python usage"
+    for block in blocks:
+        subprocess.run([sys.executable, "-c", block], check=True, cwd=ROOT, capture_output=True, timeout=120)
+
+
+def test_readme_has_two_command_quick_start_matching_ci() -> None:
+    readme = (ROOT / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    commands = re.findall(r"```bash\n(.*?)\n```", quick, flags=re.S)
+    assert len(commands) == 2, commands
+    assert commands[1] in (ROOT / ".ci" / "run").read_text()
