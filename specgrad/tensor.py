@@ -522,8 +522,12 @@ class Tensor:
     def __getitem__(self, indices: Any) -> Tensor:
         return _getitem(self, indices if isinstance(indices, tuple) else (indices,))
 
-    def gather(self, dim: int, index: Tensor) -> Tensor:
-        """out[i][j] = self[i][index[i][j]] for dim=1 (PyTorch's gather)."""
+    def gather(self, dim: int | Tensor, index: Tensor | int) -> Tensor:
+        """out[i][j] = self[i][index[i][j]] for dim=1: PyTorch's gather(dim, index); tinygrad 0.8's
+        gather(index, dim) order is accepted too."""
+        if isinstance(dim, Tensor):
+            dim, index = index, dim
+        assert isinstance(dim, int) and isinstance(index, Tensor)
         d = self._dim(dim)
         if index.ndim != self.ndim or any(i > s for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):
             raise ValueError(

@@ -19,6 +19,14 @@ def device_problem(name: str) -> str | None:
     return None
 
 
+def pytest_report_header() -> list[str]:
+    try:
+        import torch
+    except ImportError:
+        return ["torch: not installed, torch comparisons are skipped (numpy and finite differences still run)"]
+    return [f"torch: {torch.__version__}, ops are also compared with torch autograd"]
+
+
 @pytest.fixture(params=ALL_DEVICES)
 def device(request: pytest.FixtureRequest) -> str:
     problem = device_problem(request.param)

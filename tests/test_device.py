@@ -127,3 +127,16 @@ def test_compiled_backend_composes_render_compile_runtime(capsys: pytest.Capture
     assert "/* " in capsys.readouterr().out
     runner.exec([out, a.lazydata.realized])
     np.testing.assert_equal(out.numpy(), [3.0, 6.0])
+
+
+def test_default_device_from_environment() -> None:
+    import subprocess
+    import sys
+
+    code = "from specgrad import Device; print(Device.DEFAULT)"
+    ok = subprocess.run([sys.executable, "-c", code], env={"DEVICE": "cpu", "PATH": ""}, capture_output=True, text=True)
+    assert ok.returncode == 0 and ok.stdout.strip() == "CPU"
+    bad = subprocess.run(
+        [sys.executable, "-c", code], env={"DEVICE": "TPU", "PATH": ""}, capture_output=True, text=True
+    )
+    assert bad.returncode != 0 and "unknown device 'TPU'; known devices:" in bad.stderr

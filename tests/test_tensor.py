@@ -232,3 +232,9 @@ def test_error_bad_data() -> None:
         Tensor([1, 2]).item()
     with pytest.raises(ValueError, match=r"truth value of a tensor of shape \(2,\) is ambiguous"):
         bool(Tensor([1, 2]))
+
+
+def test_gather_accepts_tinygrad_argument_order() -> None:
+    x = Tensor([[1.0, 2.0], [3.0, 4.0]])
+    idx = Tensor([[1, 0], [0, 0]])
+    assert x.gather(1, idx).tolist() == x.gather(idx, 1).tolist() == [[2.0, 1.0], [3.0, 3.0]]
