@@ -1,27 +1,37 @@
-"""Devices: the registry, Buffer, allocators, and the two kinds of backend (Interpreted, Compiled).
+"""Devices: the registry, Buffer, allocators, the compile cache, and the two kinds of backend (Interpreted, Compiled).
 
-Imports helpers, dtype, flags, shape and ops. Backends live in runtime/ops_*.py and are reached through `Device[name]`.
+Imports helpers, dtype, flags, shape, ops, codegen and renderer. Backends live in runtime/ops_*.py and are reached
+only through `Device[name]`.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
+import os
+import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from specgrad.codegen.kernel import Kernel
+from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
+from specgrad.codegen.uops import render_uops
 from specgrad.dtype import DType
-from specgrad.flags import CLANG, CPU, DEBUG, DEVICE, GPU, LRU
-from specgrad.ops import BufferOps, LazyOp, Op, get_lazyop_info
+from specgrad.flags import CACHEDIR, CLANG, COMPILE_CACHE, CPU, DEBUG, DEVICE, GPU, LRU
+from specgrad.ops import LazyOp, Op, get_lazyop_info
 from specgrad.shape.symbolic import Variable, sint, sym_infer
 
 # NOTE: one explicit table from device name to its module and factory; nothing scans for modules.
 DEVICE_TABLE: dict[str, tuple[str, str]] = {
+    "CLANG": ("specgrad.runtime.ops_clang", "ClangDevice"),
+    "GPU": ("specgrad.runtime.ops_gpu", "GPUDevice"),
     "CPU": ("specgrad.runtime.ops_cpu", "CPUDevice"),
 }
 _DEVICE_FLAGS = {"CPU": CPU, "CLANG": CLANG, "GPU": GPU}
@@ -31,8 +41,17 @@ class DeviceUnavailable(RuntimeError):
     """The environment cannot provide a device; the message says what is missing and how to install it."""
 
 
+class DTypeUnavailable(DeviceUnavailable):
+    """A device that cannot hold or compute a dtype (an OpenCL device without half, say)."""
+
+
+def check_dtype(device: Interpreted | Compiled, dtype: DType) -> None:
+    if device.supported_dtypes is not None and dtype not in device.supported_dtypes:
+        raise DTypeUnavailable(f"the {device.name} device{device.description} does not support {dtype.name}")
+
+
 class _DeviceRegistry:
-    """`Device["CPU"]` gives the backend object; `Device.DEFAULT` is where new tensors go."""
+    """`Device["CLANG"]` gives the backend object; `Device.DEFAULT` is where new tensors go."""
 
     def __init__(self) -> None:
         self._default: str | None = None
@@ -52,6 +71,13 @@ class _DeviceRegistry:
         module, factory = DEVICE_TABLE[name]
         return getattr(importlib.import_module(module), factory)()
 
+    def is_available(self, name: str) -> bool:
+        try:
+            self[name]
+        except DeviceUnavailable:
+            return False
+        return True
+
     @property
     def DEFAULT(self) -> str:
         if self._default is None:
@@ -60,13 +86,16 @@ class _DeviceRegistry:
 
     @DEFAULT.setter
     def DEFAULT(self, name: str) -> None:
+        self[name]  # NOTE: fail now, with the reason, rather than at the first tensor
         self._default = self.canonicalize(name)
 
     def _default_from_flags(self) -> str:
-        if DEVICE.value:
-            return self.canonicalize(str(DEVICE.value))
-        chosen = [name for name, f in _DEVICE_FLAGS.items() if f]
-        return self.canonicalize(chosen[0]) if chosen else next(iter(DEVICE_TABLE))
+        chosen = [str(DEVICE.value)] if DEVICE.value else [name for name, f in _DEVICE_FLAGS.items() if f]
+        if chosen:
+            self[chosen[0]]
+            return self.canonicalize(chosen[0])
+        # NOTE: the best device that works here: a C compiler, else an OpenCL platform, else numpy
+        return next(name for name in DEVICE_TABLE if self.is_available(name))
 
 
 Device = _DeviceRegistry()
@@ -90,7 +119,7 @@ class Allocator:
         raise NotImplementedError
 
     def _free(self, opaque: Any) -> None:
-        pass  # NOTE: Python-owned memory (numpy, ctypes) is freed by the garbage collector
+        pass  # NOTE: Python-owned memory (numpy, pyopencl) is released by the garbage collector
 
     def copyin(self, dest: Any, src: memoryview) -> None:
         raise NotImplementedError
@@ -127,11 +156,28 @@ class LRUAllocator(Allocator):
         self.cache.clear()
 
 
+class HostAllocator(LRUAllocator):
+    """Host memory as numpy byte arrays, shared by the CPU and CLANG devices; readable in place."""
+
+    def _alloc(self, nbytes: int) -> np.ndarray:
+        return np.empty(nbytes, dtype=np.uint8)
+
+    def as_memoryview(self, opaque: np.ndarray) -> memoryview:
+        return memoryview(opaque)
+
+    def copyin(self, dest: np.ndarray, src: memoryview) -> None:
+        dest[:] = np.frombuffer(src, dtype=np.uint8)
+
+    def copyout(self, dest: memoryview, src: np.ndarray) -> None:
+        np.frombuffer(dest, dtype=np.uint8)[:] = src
+
+
 class Buffer:
     """`size` elements of `dtype` in a device's memory."""
 
     def __init__(self, device: str, size: int, dtype: DType, opaque: Any = None):
         self.device, self.size, self.dtype, self.nbytes = device, size, dtype, size * dtype.itemsize
+        check_dtype(Device[device], dtype)
         self.allocator = Device[device].allocator
         self._buf = opaque if opaque is not None else self.allocator.alloc(self.nbytes)
 
@@ -146,47 +192,56 @@ class Buffer:
         mv = mv.cast("B")
         if mv.nbytes != self.nbytes:
             raise ValueError(f"copyin of {mv.nbytes} bytes into a buffer of {self.nbytes} bytes")
-        self.allocator.copyin(self._buf, mv)
+        if self.nbytes:
+            self.allocator.copyin(self._buf, mv)
         return self
 
     def copyout(self, mv: memoryview) -> memoryview:
-        self.allocator.copyout(mv.cast("B"), self._buf)
+        if self.nbytes:
+            self.allocator.copyout(mv.cast("B"), self._buf)
         return mv
+
+    def copy_from(self, src: Buffer) -> Buffer:
+        """Copy another device's buffer into this one, through host memory in place where either side is host."""
+        if (self.nbytes, self.dtype) != (src.nbytes, src.dtype):
+            raise ValueError(f"copy of {src} into {self}: sizes or dtypes differ")
+        if hasattr(self.allocator, "as_memoryview"):
+            src.copyout(self.allocator.as_memoryview(self._buf))
+        elif hasattr(src.allocator, "as_memoryview"):
+            self.copyin(src.allocator.as_memoryview(src._buf))
+        else:
+            self.copyin(memoryview(src.numpy()))
+        return self
 
     def numpy(self) -> np.ndarray:
         """A flat copy of the contents."""
         ret = np.empty(self.size, dtype=self.dtype.np)
-        if self.size:
-            self.copyout(memoryview(ret))
+        self.copyout(memoryview(ret))
         return ret
 
 
-# *** running kernels ***
+# *** counters and DEBUG output ***
 
 
 class GlobalCounters:
-    """Totals since the last reset: kernels run, flops, bytes moved, kernel time."""
+    """Totals since the last reset: kernels run, flops, bytes moved, kernel time, compiles and cache hits."""
 
     kernel_count: int = 0
     global_ops: int = 0
     global_mem: int = 0
     time_sum_s: float = 0.0
+    compile_count: int = 0
+    cache_hits: int = 0
 
     @staticmethod
     def reset() -> None:
         GlobalCounters.kernel_count, GlobalCounters.global_ops, GlobalCounters.global_mem = 0, 0, 0
         GlobalCounters.time_sum_s = 0.0
+        GlobalCounters.compile_count, GlobalCounters.cache_hits = 0, 0
 
 
-def update_stats(
-    name: str,
-    op_estimate: sint,
-    mem_estimate: sint,
-    var_vals: dict[Variable, int] | None,
-    et: float | None,
-    device: str,
-) -> None:
-    ops, mem = sym_infer(op_estimate, var_vals or {}), sym_infer(mem_estimate, var_vals or {})
+def update_stats(runner: Runner, var_vals: dict[Variable, int], et: float | None, launch: str = "") -> None:
+    ops, mem = sym_infer(runner.op_estimate, var_vals), sym_infer(runner.mem_estimate, var_vals)
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ops
     GlobalCounters.global_mem += mem
@@ -195,19 +250,84 @@ def update_stats(
     if DEBUG >= 2:
         timing = f"{et * 1e6:9.2f} us, {ops / et * 1e-9:8.2f} GFLOP/s, {mem / et * 1e-9:8.2f} GB/s" if et else ""
         print(
-            f"*** {device:6s} {GlobalCounters.kernel_count:4d} {name:30s} {timing}"
+            f"*** {runner.device:5s} {GlobalCounters.kernel_count:4d} {runner.name:24s} {launch:14s} {timing}"
             f"  (total {GlobalCounters.time_sum_s * 1e3:8.2f} ms)"
         )
 
 
+# *** the compile cache ***
+
+
+class DiskCache:
+    """Binaries on disk under CACHEDIR/<namespace>/<key>.bin, each prefixed by its sha256 so a damaged entry is
+    rebuilt, never loaded. Writes go to a temporary file that is renamed into place, so processes can share it."""
+
+    def __init__(self, namespace: str):
+        self.namespace = namespace
+
+    def path(self, key: str) -> Path:
+        return Path(str(CACHEDIR.value)) / self.namespace / f"{key}.bin"
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            data = self.path(key).read_bytes()
+        except OSError:
+            return None
+        digest, payload = data[:32], data[32:]
+        return payload if len(data) > 32 and hashlib.sha256(payload).digest() == digest else None
+
+    def put(self, key: str, payload: bytes) -> None:
+        path = self.path(key)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{key}.", delete=False) as f:
+                f.write(hashlib.sha256(payload).digest() + payload)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(f.name, path)
+        except OSError as e:  # NOTE: a read-only or full disk costs speed, never correctness
+            if DEBUG >= 1:
+                print(f"compile cache: could not write {path}: {e}")
+
+
+@dataclass
+class Compiler:
+    """Source -> binary, cached on disk under the source and `identity` (compiler, flags, target)."""
+
+    namespace: str
+    identity: str
+    compile: Callable[[str], bytes]
+    cache: DiskCache = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.cache = DiskCache(self.namespace)
+
+    def compile_cached(self, src: str) -> bytes:
+        key = hashlib.sha256(f"{self.identity}\n{src}".encode()).hexdigest()
+        if COMPILE_CACHE and (lib := self.cache.get(key)) is not None:
+            GlobalCounters.cache_hits += 1
+            return lib
+        lib = self.compile(src)
+        GlobalCounters.compile_count += 1
+        if COMPILE_CACHE:
+            self.cache.put(key, lib)
+        return lib
+
+
+# *** running kernels ***
+
+RunFn = Callable[[list[Any], dict[Variable, int], bool], "float | None"]
+
+
 @dataclass
 class Runner:
-    """A prepared kernel: call `exec` with [output, *inputs] buffers."""
+    """A prepared kernel: `exec` runs it on [output, *inputs] buffers and records its stats."""
 
     name: str
     ast: LazyOp
     device: str
-    fxn: Callable[[list[Any], dict[Variable, int]], None]
+    fxn: RunFn
+    launch: Callable[[dict[Variable, int]], str] = lambda var_vals: ""
 
     def __post_init__(self) -> None:
         if DEBUG >= 3:
@@ -215,11 +335,10 @@ class Runner:
         info = get_lazyop_info(self.ast)
         self.op_estimate, self.mem_estimate = info.flops, info.mem_estimate
 
-    def exec(self, bufs: list[Buffer], var_vals: dict[Variable, int] | None = None) -> float:
-        start = time.perf_counter()
-        self.fxn([b._buf for b in bufs], var_vals or {})
-        et = time.perf_counter() - start
-        update_stats(self.name, self.op_estimate, self.mem_estimate, var_vals, et, self.device)
+    def exec(self, bufs: list[Buffer], var_vals: dict[Variable, int] | None = None) -> float | None:
+        var_vals = var_vals or {}
+        et = self.fxn([b._buf for b in bufs], var_vals, DEBUG >= 2)
+        update_stats(self, var_vals, et, self.launch(var_vals))
         return et
 
 
@@ -229,55 +348,71 @@ def render_ast(ast: LazyOp, indent: int = 0) -> str:
     return "\n".join([line, *[render_ast(s, indent + 2) for s in ast.src]])
 
 
-def kernel_name(ast: LazyOp) -> str:
-    """E_ for elementwise kernels, r_ for reduces, then the output shape: E_4_4."""
-    kind = "r" if any(type(x.op).__name__ == "ReduceOps" for x in ast.lazyops()) else "E"
-    shape = ast.arg.st.shape if ast.op is BufferOps.STORE else ()
-    return f"{kind}_" + "_".join(str(s) for s in shape) if shape else f"{kind}_scalar"
-
-
 class Interpreted:
     """A backend that evaluates each ast node with a function from `fxn_for_op` (op -> function)."""
 
-    def __init__(
-        self,
-        name: str,
-        allocator: Allocator,
-        fxn_for_op: dict[Op, Callable],
-        to_runner: Callable[[LazyOp, dict[Op, Callable]], Callable],
-    ):
+    supported_dtypes: frozenset[DType] | None = None  # None: every dtype
+    description = ""
+
+    def __init__(self, name: str, allocator: Allocator, fxn_for_op: dict[Op, Callable],
+                 to_runner: Callable[[LazyOp, dict[Op, Callable]], RunFn]):  # fmt: skip
         self.name, self.allocator, self.fxn_for_op, self._to_runner = name, allocator, fxn_for_op, to_runner
 
     @functools.cache  # noqa: B019 (devices live for the process)
     def get_runner(self, ast: LazyOp) -> Runner:
-        return Runner(kernel_name(ast), ast, self.name, self._to_runner(ast, self.fxn_for_op))
+        return Runner(Kernel.from_ast(ast).name(), ast, self.name, self._to_runner(ast, self.fxn_for_op))
 
     def synchronize(self) -> None:
         pass
 
 
 class Compiled:
-    """A backend that compiles each ast: `render` (ast -> name, source), `compile` (source -> binary), and
-    `runtime` (name, binary -> callable taking raw buffers and var_vals). The linearizer and the C and OpenCL
-    renderers that feed it are the compiled-devices issue."""
+    """A backend that compiles each ast: linearize (with the device's options) -> render (source) ->
+    compiler (binary, cached on disk) -> runtime (a function of raw buffers, var_vals and whether to time it)."""
 
-    def __init__(
-        self,
-        name: str,
-        allocator: Allocator,
-        render: Callable[[LazyOp], tuple[str, str]],
-        compile: Callable[[str], bytes],
-        runtime: Callable[[str, bytes], Callable],
-    ):
-        self.name, self.allocator = name, allocator
-        self.render, self.compile, self.runtime = render, compile, runtime
+    supported_dtypes: frozenset[DType] | None = None  # None: every dtype
+    description = ""  # where it runs, for error messages: " (OpenCL on ...)"
+
+    def __init__(self, name: str, allocator: Allocator, opts: LinearizerOptions, render: Callable[[Program], str],
+                 compiler: Compiler, runtime: Callable[[Program, bytes], RunFn],
+                 launch: Callable[[Program], Callable[[dict[Variable, int]], str]] | None = None):  # fmt: skip
+        self.name, self.allocator, self.opts = name, allocator, opts
+        self.render, self.compiler, self.runtime, self._launch = render, compiler, runtime, launch
+        self._names: dict[str, int] = {}
+
+    def _display_name(self, name: str) -> str:
+        """Kernel names repeat across asts; later ones get a suffix in DEBUG output (n1, n2, ...)."""
+        n = self._names.get(name, 0)
+        self._names[name] = n + 1
+        return name if n == 0 else f"{name}n{n}"
 
     @functools.cache  # noqa: B019 (devices live for the process)
     def get_runner(self, ast: LazyOp) -> Runner:
-        name, src = self.render(ast)
+        prg = linearize(ast, self.opts)
+        for u in prg.uops:
+            if u.dtype is not None:
+                check_dtype(self, u.dtype)
+        if DEBUG >= 3:
+            print(render_uops(list(prg.uops)))
+        src = self.render(prg)
         if DEBUG >= 4:
             print(src)
-        return Runner(name, ast, self.name, self.runtime(name, self.compile(src)))
+        fxn = self.runtime(prg, self.compiler.compile_cached(src))
+        launch = self._launch(prg) if self._launch is not None else (lambda var_vals: "")
+        return Runner(self._display_name(prg.name), ast, self.name, fxn, launch)
 
     def synchronize(self) -> None:
         pass
+
+
+def timed(fn: Callable[[], None], wait: Callable[[], None] | None = None) -> float:
+    """Seconds `fn` takes, after `wait` (a device synchronize) when given."""
+    start = time.perf_counter()
+    fn()
+    if wait is not None:
+        wait()
+    return time.perf_counter() - start
+
+
+def sizes_with(sizes: tuple[sint, ...], var_vals: dict[Variable, int]) -> tuple[int, ...]:
+    return tuple(sym_infer(s, var_vals) for s in sizes)

@@ -19,6 +19,7 @@ class Flag:
     name: str
     default: int | str
     help: str
+    doc_default: str | None = None  # how docs show a default that depends on the machine
 
     def __post_init__(self) -> None:
         raw = os.environ.get(self.name)
@@ -75,10 +76,10 @@ class Flag:
 REGISTRY: dict[str, Flag] = {}
 
 
-def flag(name: str, default: int | str, help: str) -> Flag:
+def flag(name: str, default: int | str, help: str, doc_default: str | None = None) -> Flag:
     if name in REGISTRY:
         raise ValueError(f"flag {name} is registered twice")
-    REGISTRY[name] = ret = Flag(name, default, help)
+    REGISTRY[name] = ret = Flag(name, default, help, doc_default)
     return ret
 
 
@@ -98,7 +99,7 @@ def Context(**overrides: int | str) -> Iterator[None]:
 
 def render_flags_markdown() -> str:
     """The table in docs/flags.md, generated from the registry."""
-    rows = [f"| `{f.name}` | `{f.default!r}` | {f.help} |" for f in REGISTRY.values()]
+    rows = [f"| `{f.name}` | `{f.doc_default or repr(f.default)}` | {f.help} |" for f in REGISTRY.values()]
     return "\n".join(["| flag | default | what it does |", "| --- | --- | --- |", *rows]) + "\n"
 
 
@@ -109,3 +110,11 @@ GPU = flag("GPU", 0, "set to 1 to make the GPU (OpenCL) device the default")
 DEVICE = flag("DEVICE", "", "name of the default device (CPU, CLANG, GPU); overrides the CPU/CLANG/GPU flags")
 LAZYCACHE = flag("LAZYCACHE", 1, "deduplicate identical lazy subgraphs (0 turns it off)")
 LRU = flag("LRU", 1, "keep freed device buffers for reuse by the next allocation of the same size (0 frees at once)")
+CC = flag("CC", "", "C compiler for the CLANG device (default: clang, else cc)")
+CACHEDIR = flag(
+    "CACHEDIR",
+    os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "specgrad"),
+    "folder for compiled kernels (the CLANG device's shared objects, the GPU device's program binaries)",
+    doc_default="$XDG_CACHE_HOME/specgrad or ~/.cache/specgrad",
+)
+COMPILE_CACHE = flag("COMPILE_CACHE", 1, "reuse compiled kernels from CACHEDIR across runs (0 compiles every kernel)")

@@ -250,6 +250,8 @@ def _fold(op: Op, srcs: tuple[LazyBuffer, ...], out_dtype: DType) -> LazyBuffer 
             with np.errstate(all="ignore"):
                 res = _FOLD[op](*[np.array(v, dtype=s.dtype.np) for v, s in zip(vals, srcs)])
             return full_const(np.asarray(res).item(), shape, out_dtype, device)
+    if op is BinaryOps.CMPLT and srcs[0] is srcs[1] and not dtypes.is_float(srcs[0].dtype):
+        return full_const(False, shape, dtypes.bool, device)  # NOTE: x < x is false, except for nan
     if op is TernaryOps.WHERE and vals[0] is not None:
         return srcs[1] if vals[0] else srcs[2]
     if len(srcs) != 2 or srcs[0].dtype != srcs[1].dtype:

@@ -16,8 +16,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         out = si.out
         buf = Buffer(out.device, _numel(out), out.dtype)
         if si.ast.op is LoadOps.FROM:
-            src = si.inputs[0].realized
-            buf.copyin(memoryview(src.numpy()))
+            buf.copy_from(si.inputs[0].realized)
         elif si.ast.op is LoadOps.CUSTOM:
             si.ast.arg(buf, *[x.realized for x in si.inputs])
         elif si.ast.op is not LoadOps.EMPTY and _numel(out) > 0:

@@ -626,10 +626,14 @@ class Tensor:
         return _no_grad_through(self, value)
 
     def floor(self) -> Tensor:
+        if not dtypes.is_float(self.dtype):
+            return self
         t = self.trunc().detach()
         return _no_grad_through(self, (t > self.detach()).where(t - 1, t))
 
     def ceil(self) -> Tensor:
+        if not dtypes.is_float(self.dtype):
+            return self
         t = self.trunc().detach()
         return _no_grad_through(self, (t < self.detach()).where(t + 1, t))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from specgrad import Device
-from specgrad.device import DeviceUnavailable
+from specgrad.device import DeviceUnavailable, DTypeUnavailable
 
 ALL_DEVICES = ("CPU", "CLANG", "GPU")
 
@@ -33,3 +33,13 @@ def device(request: pytest.FixtureRequest) -> str:
     if problem:
         pytest.skip(f"{request.param} unavailable: {problem}")
     return request.param
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
+    """A device that lacks a dtype (PoCL's CPU device has no half) skips the test with the device's own reason."""
+    outcome = yield
+    report = outcome.get_result()
+    if call.excinfo is not None and call.excinfo.errisinstance(DTypeUnavailable):
+        report.outcome = "skipped"
+        report.longrepr = (str(item.path), item.location[1] or 0, f"Skipped: {call.excinfo.value}")

@@ -11,7 +11,7 @@ from specgrad.device import Buffer, DeviceUnavailable, GlobalCounters, LRUAlloca
 
 def test_registry_knows_cpu_and_names_unknown_devices() -> None:
     assert Device["CPU"] is Device["cpu"]
-    with pytest.raises(DeviceUnavailable, match="unknown device 'TPU'; known devices: CPU"):
+    with pytest.raises(DeviceUnavailable, match="unknown device 'TPU'; known devices: CLANG, GPU, CPU"):
         Device["TPU"]
 
 
@@ -86,47 +86,18 @@ def test_global_counters_count_kernels_and_flops() -> None:
 
 
 def test_debug_output(capsys: pytest.CaptureFixture[str]) -> None:
-    a = Tensor.rand(4, 4).realize()
+    a = Tensor.rand(4, 4, device="CPU").realize()
     with Context(DEBUG=3):
         ((a + 1).sum() * 2).realize()
     out = capsys.readouterr().out
     assert "scheduled 1 kernel(s)" in out
-    assert "r_1_1" in out and "GFLOP/s" in out
+    assert "r_16" in out and "GFLOP/s" in out
     assert "STORE" in out and "LOAD" in out and "SUM" in out
 
 
 def test_copy_between_devices_keeps_values(device: str) -> None:
     t = Tensor([1.0, 2.0, 3.0], device="CPU")
     np.testing.assert_equal(t.to(device).numpy(), [1.0, 2.0, 3.0])
-
-
-def test_compiled_backend_composes_render_compile_runtime(capsys: pytest.CaptureFixture[str]) -> None:
-    """The Compiled seam: render -> compile -> runtime, one runner per ast, source printed at DEBUG=4."""
-    from specgrad.device import Compiled
-    from specgrad.runtime.ops_cpu import FXN_FOR_OP, NumpyAllocator, to_runner
-    from specgrad.schedule import create_schedule
-
-    calls: list[str] = []
-
-    def render(ast):
-        calls.append("render")
-        return "E_toy", f"/* {len(ast.lazyops())} nodes */"
-
-    def compile_src(src: str) -> bytes:
-        calls.append("compile")
-        return src.encode()
-
-    device = Compiled("TOY", NumpyAllocator(), render, compile_src, lambda name, lib: to_runner(ast, FXN_FOR_OP))
-    a = Tensor([1.0, 2.0]).realize()
-    (si,) = create_schedule([(a * 3).lazydata])
-    ast = si.ast
-    out = Buffer("CPU", 2, dtypes.float32)
-    with Context(DEBUG=4):
-        runner = device.get_runner(ast)
-    assert device.get_runner(ast) is runner and calls == ["render", "compile"]
-    assert "/* " in capsys.readouterr().out
-    runner.exec([out, a.lazydata.realized])
-    np.testing.assert_equal(out.numpy(), [3.0, 6.0])
 
 
 def test_default_device_from_environment() -> None:

@@ -10,25 +10,12 @@ from typing import Any
 
 import numpy as np
 
-from specgrad.device import Allocator, Interpreted
+from specgrad.device import HostAllocator, Interpreted, RunFn, timed
 from specgrad.dtype import DType
 from specgrad.ops import BinaryOps, BufferOps, LazyOp, Op, ReduceOps, TernaryOps, UnaryOps
 from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import Variable, sym_infer
 from specgrad.shape.view import View
-
-
-class NumpyAllocator(Allocator):
-    """Host memory as numpy byte arrays."""
-
-    def _alloc(self, nbytes: int) -> np.ndarray:
-        return np.empty(nbytes, dtype=np.uint8)
-
-    def copyin(self, dest: np.ndarray, src: memoryview) -> None:
-        dest[:] = np.frombuffer(src, dtype=np.uint8)
-
-    def copyout(self, dest: memoryview, src: np.ndarray) -> None:
-        np.frombuffer(dest, dtype=np.uint8)[:] = src
 
 
 def _concrete(view: View, var_vals: dict[Variable, int]) -> tuple[tuple[int, ...], tuple[int, ...], int, Any]:
@@ -116,7 +103,7 @@ FXN_FOR_OP: dict[Op, Callable] = {
 }
 
 
-def to_runner(ast: LazyOp, table: dict[Op, Callable]) -> Callable[[list[np.ndarray], dict[Variable, int]], None]:
+def to_runner(ast: LazyOp, table: dict[Op, Callable]) -> RunFn:
     """Turn an ast into a function of the raw (byte) buffers, evaluated node by node with `table`."""
     if ast.op is not BufferOps.STORE:
         raise ValueError(f"a kernel ast must end in a STORE, got {ast.op}")
@@ -137,14 +124,14 @@ def to_runner(ast: LazyOp, table: dict[Op, Callable]) -> Callable[[list[np.ndarr
         memo[x] = ret
         return ret
 
-    def run(bufs: list[np.ndarray], var_vals: dict[Variable, int]) -> None:
+    def compute(bufs: list[np.ndarray], var_vals: dict[Variable, int]) -> None:
         with np.errstate(all="ignore"):
             out = evaluate(ast.src[0], bufs, var_vals, {})
         out_view = bufs[0].view(ast.arg.dtype.np)
         out_view[:] = np.broadcast_to(out, out.shape).astype(ast.arg.dtype.np, copy=False).reshape(-1)
 
-    return run
+    return lambda bufs, var_vals, wait: timed(lambda: compute(bufs, var_vals))
 
 
 def CPUDevice() -> Interpreted:
-    return Interpreted("CPU", NumpyAllocator(), FXN_FOR_OP, to_runner)
+    return Interpreted("CPU", HostAllocator(), FXN_FOR_OP, to_runner)
