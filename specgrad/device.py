@@ -240,7 +240,7 @@ class GlobalCounters:
         GlobalCounters.compile_count, GlobalCounters.cache_hits = 0, 0
 
 
-def update_stats(runner: Runner, var_vals: dict[Variable, int], et: float | None, launch: str = "") -> None:
+def update_stats(runner: Runner, var_vals: dict[Variable, int], et: float | None) -> None:
     ops, mem = sym_infer(runner.op_estimate, var_vals), sym_infer(runner.mem_estimate, var_vals)
     GlobalCounters.kernel_count += 1
     GlobalCounters.global_ops += ops
@@ -248,6 +248,7 @@ def update_stats(runner: Runner, var_vals: dict[Variable, int], et: float | None
     if et is not None:
         GlobalCounters.time_sum_s += et
     if DEBUG >= 2:
+        launch = str(list(sizes_with(runner.launch_dims, var_vals))) if runner.launch_dims else ""
         timing = f"{et * 1e6:9.2f} us, {ops / et * 1e-9:8.2f} GFLOP/s, {mem / et * 1e-9:8.2f} GB/s" if et else ""
         print(
             f"*** {runner.device:5s} {GlobalCounters.kernel_count:4d} {runner.name:24s} {launch:14s} {timing}"
@@ -327,18 +328,16 @@ class Runner:
     ast: LazyOp
     device: str
     fxn: RunFn
-    launch: Callable[[dict[Variable, int]], str] = lambda var_vals: ""
+    launch_dims: tuple[sint, ...] = ()  # the global size (GPU) or the output loops (C), for DEBUG=2
 
     def __post_init__(self) -> None:
-        if DEBUG >= 3:
-            print(f"{self.name} on {self.device}:\n{render_ast(self.ast)}")
         info = get_lazyop_info(self.ast)
         self.op_estimate, self.mem_estimate = info.flops, info.mem_estimate
 
     def exec(self, bufs: list[Buffer], var_vals: dict[Variable, int] | None = None) -> float | None:
         var_vals = var_vals or {}
         et = self.fxn([b._buf for b in bufs], var_vals, DEBUG >= 2)
-        update_stats(self, var_vals, et, self.launch(var_vals))
+        update_stats(self, var_vals, et)
         return et
 
 
@@ -360,7 +359,10 @@ class Interpreted:
 
     @functools.cache  # noqa: B019 (devices live for the process)
     def get_runner(self, ast: LazyOp) -> Runner:
-        return Runner(Kernel.from_ast(ast).name(), ast, self.name, self._to_runner(ast, self.fxn_for_op))
+        name = Kernel.from_ast(ast).name()
+        if DEBUG >= 3:
+            print(f"{name} on {self.name}:\n{render_ast(ast)}")
+        return Runner(name, ast, self.name, self._to_runner(ast, self.fxn_for_op))
 
     def synchronize(self) -> None:
         pass
@@ -374,10 +376,9 @@ class Compiled:
     description = ""  # where it runs, for error messages: " (OpenCL on ...)"
 
     def __init__(self, name: str, allocator: Allocator, opts: LinearizerOptions, render: Callable[[Program], str],
-                 compiler: Compiler, runtime: Callable[[Program, bytes], RunFn],
-                 launch: Callable[[Program], Callable[[dict[Variable, int]], str]] | None = None):  # fmt: skip
+                 compiler: Compiler, runtime: Callable[[Program, bytes], RunFn]):  # fmt: skip
         self.name, self.allocator, self.opts = name, allocator, opts
-        self.render, self.compiler, self.runtime, self._launch = render, compiler, runtime, launch
+        self.render, self.compiler, self.runtime = render, compiler, runtime
         self._names: dict[str, int] = {}
 
     def _display_name(self, name: str) -> str:
@@ -388,6 +389,8 @@ class Compiled:
 
     @functools.cache  # noqa: B019 (devices live for the process)
     def get_runner(self, ast: LazyOp) -> Runner:
+        if DEBUG >= 3:
+            print(f"{Kernel.from_ast(ast).name()} on {self.name}:\n{render_ast(ast)}")
         prg = linearize(ast, self.opts)
         for u in prg.uops:
             if u.dtype is not None:
@@ -398,8 +401,8 @@ class Compiled:
         if DEBUG >= 4:
             print(src)
         fxn = self.runtime(prg, self.compiler.compile_cached(src))
-        launch = self._launch(prg) if self._launch is not None else (lambda var_vals: "")
-        return Runner(self._display_name(prg.name), ast, self.name, fxn, launch)
+        dims = prg.global_size if prg.global_size is not None else prg.output_shape
+        return Runner(self._display_name(prg.name), ast, self.name, fxn, dims)
 
     def synchronize(self) -> None:
         pass

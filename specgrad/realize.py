@@ -6,6 +6,7 @@ from specgrad.device import Buffer, Device
 from specgrad.lazy import LazyBuffer
 from specgrad.ops import LoadOps, ScheduleItem
 from specgrad.schedule import create_schedule
+from specgrad.shape.symbolic import sym_infer
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
@@ -30,7 +31,8 @@ def realize(outs: list[LazyBuffer]) -> None:
 
 
 def _numel(lb: LazyBuffer) -> int:
-    size = lb.st.size()
-    if not isinstance(size, int):
-        raise NotImplementedError(f"realizing a buffer of symbolic size {size} needs bound Variables")
-    return size
+    """Elements to allocate; a symbolic shape takes the values its Variables are bound to."""
+    try:
+        return sym_infer(lb.st.size(), {})
+    except KeyError as e:
+        raise ValueError(f"cannot realize shape {lb.shape}: {e.args[0]} (bind it: Variable(...).bind(n))") from None

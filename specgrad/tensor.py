@@ -20,7 +20,7 @@ from specgrad.helpers import all_int, argfix, ceildiv, flatten, make_pair, prod
 from specgrad.lazy import LazyBuffer, full_const
 from specgrad.ops import BinaryOps
 from specgrad.realize import realize
-from specgrad.shape.symbolic import sint
+from specgrad.shape.symbolic import sint, sym_infer
 
 Scalar = int | float | bool
 
@@ -370,7 +370,7 @@ class Tensor:
             if known == 0 or self.numel() % known != 0:
                 raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {new}")
             new = tuple(self.numel() // known if s == -1 else s for s in new)
-        if prod(new) != self.numel():
+        if not _same_size(prod(new), self.numel()):
             raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {new}")
         return self if new == self.shape else Tensor._apply(mlops.Reshape, self, shape=tuple(new))
 
@@ -1263,6 +1263,14 @@ def broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
             raise ValueError(f"cannot broadcast shapes {' and '.join(str(tuple(s)) for s in shapes)}")
         ret.append(big.pop() if big else 1)
     return tuple(ret)
+
+
+def _same_size(a: sint, b: sint) -> bool:
+    """Equal element counts; a symbolic size counts as its bound value."""
+    try:
+        return sym_infer(a, {}) == sym_infer(b, {})
+    except KeyError:  # NOTE: unbound Variables: equal only if the expressions are
+        return a == b
 
 
 def _scalar_dtype(y: Scalar, tensor_dtype: DType) -> DType:

@@ -34,6 +34,7 @@ class Program:
     buffers: tuple[tuple[int, DType], ...]  # (MemBuffer idx, dtype) in argument order; 0 is the output
     vars: tuple[Variable, ...]  # int arguments after the buffers, in this order
     global_size: tuple[sint, ...] | None  # launch size per global id (None: the kernel loops itself)
+    output_shape: tuple[sint, ...]  # the output axes after merging (what DEBUG=2 shows for looping kernels)
 
 
 def linearize(ast: LazyOp, opts: LinearizerOptions) -> Program:
@@ -97,7 +98,7 @@ class _Linearizer:
         self.uop(UOps.STORE, None, (self.globals[0], value), idx)
         for loop in reversed(loops):
             self._end_loop(loop)
-        return Program(k.name(), tuple(self.uops), tuple(buffers), variables, global_size)
+        return Program(k.name(), tuple(self.uops), tuple(buffers), variables, global_size, k.output_shape)
 
     # *** loops and ids ***
 

@@ -5,7 +5,6 @@ gives a CPU one). Imports flags, dtype, codegen, renderer and device; pyopencl i
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -105,10 +104,6 @@ class CLProgram:
         return (event.profile.end - event.profile.start) * 1e-9
 
 
-def _launch_dims(prg: Program) -> Callable[[dict[Variable, int]], str]:
-    return lambda var_vals: str(list(sizes_with(prg.global_size or (1,), var_vals)))
-
-
 def GPUDevice() -> Compiled:
     ctx = CLContext()
     dev = ctx.device
@@ -117,7 +112,7 @@ def GPUDevice() -> Compiled:
     if DEBUG >= 1:
         print(f"GPU device: OpenCL on {ctx.name}")
     ret = Compiled("GPU", CLAllocator(ctx), LinearizerOptions(global_dims=3), lambda prg: render(prg, OPENCL_DIALECT),
-                   compiler, functools.partial(CLProgram, ctx), launch=_launch_dims)  # fmt: skip
+                   compiler, functools.partial(CLProgram, ctx))  # fmt: skip
     ret.supported_dtypes, ret.description = ctx.supported_dtypes(), f" (OpenCL on {ctx.name})"
     ret.synchronize = ctx.queue.finish  # type: ignore[method-assign]
     return ret

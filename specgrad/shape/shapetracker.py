@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from specgrad.helpers import all_int, merge_dicts, prod
-from specgrad.shape.symbolic import MulNode, Node, NumNode, SumNode, Variable, sint
+from specgrad.shape.symbolic import MulNode, Node, NumNode, SumNode, Variable, sint, sym_infer
 from specgrad.shape.view import View, index_vars, merge_views
 
 
@@ -21,6 +21,16 @@ def _possible(cond: object) -> bool:
 def _check(ok: bool, op: str, arg: object, shape: tuple) -> None:
     if not ok:
         raise ValueError(f"invalid {op} {arg} for shape {shape}")
+
+
+def _same_size(a: sint, b: sint) -> bool:
+    """Equal sizes; a symbolic size counts as its bound value (reshape (3, 4) to (3, i) with i bound to 4)."""
+    if a == b:
+        return True
+    try:
+        return sym_infer(a, {}) == sym_infer(b, {})
+    except KeyError:  # NOTE: an unbound Variable: the sizes are not known to be equal
+        return False
 
 
 def _vmax(x: sint) -> int:
@@ -122,7 +132,7 @@ class ShapeTracker:
     def reshape(self, new_shape: Sequence[sint]) -> ShapeTracker:
         new_shape = tuple(new_shape)
         ok = all(isinstance(s, (int, Node)) and _possible(s >= 0) for s in new_shape)
-        _check(ok and prod(new_shape) == prod(self.shape), "reshape", new_shape, self.shape)
+        _check(ok and _same_size(prod(new_shape), prod(self.shape)), "reshape", new_shape, self.shape)
         new_view = self.views[-1].reshape(new_shape)
         if new_view is None:
             return ShapeTracker(self.views + (View.create(new_shape),))

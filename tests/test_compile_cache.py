@@ -1,0 +1,106 @@
+"""The on-disk kernel cache: reuse across processes, concurrent writers, damaged entries, device errors."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import device_problem
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# a small program with several kernels; prints its result and the compile counters
+PROGRAM = """
+import numpy as np
+from specgrad import Tensor
+from specgrad.device import GlobalCounters
+x = Tensor(np.arange(12, dtype=np.float32).reshape(3, 4), device="{device}")
+out = ((x * 2 + 1).relu().sum(1) + x.max(1)).softmax(0)
+print("result", " ".join(f"{{v:.6f}}" for v in out.numpy().tolist()))
+print("counters", GlobalCounters.compile_count, GlobalCounters.cache_hits)
+"""
+
+
+def run_program(device: str, cache: Path, **env: str) -> tuple[str, int, int]:
+    full_env = {**os.environ, "CACHEDIR": str(cache), **env}
+    res = subprocess.run([sys.executable, "-c", PROGRAM.format(device=device)], env=full_env, capture_output=True,
+                         text=True, timeout=300, cwd=ROOT)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    lines = dict(line.split(" ", 1) for line in res.stdout.strip().splitlines())
+    compiles, hits = map(int, lines["counters"].split())
+    return lines["result"], compiles, hits
+
+
+@pytest.fixture(params=["CLANG", "GPU"])
+def compiled_device(request: pytest.FixtureRequest) -> str:
+    if problem := device_problem(request.param):
+        pytest.skip(f"{request.param} unavailable: {problem}")
+    return request.param
+
+
+def test_second_run_compiles_nothing(compiled_device: str, tmp_path: Path) -> None:
+    first, compiles, _ = run_program(compiled_device, tmp_path)
+    assert compiles > 0
+    second, compiles, hits = run_program(compiled_device, tmp_path)
+    assert (compiles, second) == (0, first) and hits > 0
+
+
+def test_two_processes_share_the_cache_at_once(compiled_device: str, tmp_path: Path) -> None:
+    env = {**os.environ, "CACHEDIR": str(tmp_path)}
+    procs = [subprocess.Popen([sys.executable, "-c", PROGRAM.format(device=compiled_device)], env=env, cwd=ROOT,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]  # fmt: skip
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    results = {next(line for line in out.splitlines() if line.startswith("result")) for out, _ in outs}
+    assert len(results) == 1
+    assert not [f for f in tmp_path.rglob("*") if f.name.startswith(".")], "temporary files left behind"
+    _, compiles, _ = run_program(compiled_device, tmp_path)
+    assert compiles == 0
+
+
+def test_damaged_entries_are_rebuilt_not_loaded(compiled_device: str, tmp_path: Path) -> None:
+    first, _, _ = run_program(compiled_device, tmp_path)
+    entries = list(tmp_path.rglob("*.bin"))
+    assert entries
+    for i, f in enumerate(entries):
+        data = f.read_bytes()
+        f.write_bytes(data[: len(data) // 2] if i % 2 else data[:40] + bytes([data[40] ^ 0xFF]) + data[41:])
+    again, compiles, _ = run_program(compiled_device, tmp_path)
+    assert again == first and compiles >= len(entries) - 1  # NOTE: the CLANG probe kernel is one of the entries
+    _, compiles, _ = run_program(compiled_device, tmp_path)
+    assert compiles == 0, "rebuilt entries were written back"
+
+
+def test_cache_can_be_turned_off(tmp_path: Path) -> None:
+    if problem := device_problem("CLANG"):
+        pytest.skip(problem)
+    run_program("CLANG", tmp_path)
+    _, compiles, hits = run_program("CLANG", tmp_path, COMPILE_CACHE="0")
+    assert compiles > 0 and hits == 0
+
+
+def test_missing_compiler_is_a_clear_error(tmp_path: Path) -> None:
+    code = "from specgrad import Device\nDevice['CLANG']"
+    env = {**os.environ, "CC": "no-such-compiler-xyz", "CACHEDIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert "no C compiler found for the CLANG device" in res.stderr and "apt-get install clang" in res.stderr
+
+
+def test_default_device_falls_back_without_a_compiler(tmp_path: Path) -> None:
+    code = "from specgrad import Device\nprint(Device.DEFAULT)"
+    env = {**os.environ, "CC": "no-such-compiler-xyz", "CACHEDIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0 and res.stdout.strip() == ("GPU" if device_problem("GPU") is None else "CPU")
+
+
+def test_missing_pyopencl_is_a_clear_error(tmp_path: Path) -> None:
+    (tmp_path / "pyopencl.py").write_text("raise ImportError('pyopencl hidden by the test')\n")
+    code = "from specgrad import Device\nDevice['GPU']"
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}{os.pathsep}{ROOT}"}
+    res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
+    assert res.returncode != 0
+    assert "the GPU device needs pyopencl" in res.stderr and "pip install 'pyopencl[pocl]'" in res.stderr

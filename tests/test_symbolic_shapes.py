@@ -1,0 +1,39 @@
+"""Symbolic shapes: a kernel whose shape has a Variable compiles once and runs for each bound value."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from specgrad import Device, Tensor, Variable
+
+
+def run(device: str, n: int) -> np.ndarray:
+    i = Variable("i", 1, 16).bind(n)
+    x = Tensor(np.arange(3 * n, dtype=np.float32).reshape(3, n), device=device).reshape(3, i)
+    y = Tensor(np.ones((3, n), dtype=np.float32), device=device).reshape(3, i)
+    out = ((x * 2 + y).relu().sum(1) / 2).numpy()
+    np.testing.assert_allclose(out, (np.arange(3 * n).reshape(3, n) * 2 + 1).sum(1) / 2)
+    return out
+
+
+def test_symbolic_kernel_compiles_once(device: str) -> None:
+    runners = Device[device].get_runner
+    run(device, 5)
+    before = runners.cache_info().currsize
+    for n in (2, 7, 16, 1):
+        run(device, n)
+    assert runners.cache_info().currsize == before, "a new value of the Variable built a new kernel"
+
+
+def test_symbolic_shape_is_visible_and_bound(device: str) -> None:
+    i = Variable("i", 1, 8).bind(4)
+    x = Tensor.ones(2, 4, device=device).reshape(2, i)
+    assert x.shape[1] is i or x.shape[1] == i
+    assert (x + 1).sum().item() == 16
+
+
+def test_unbound_variable_cannot_be_realized() -> None:
+    i = Variable("j", 1, 8)
+    with pytest.raises(ValueError, match="cannot reshape"):
+        Tensor.ones(2, 4).reshape(2, i)
