@@ -257,6 +257,10 @@ def _fold(op: Op, srcs: tuple[LazyBuffer, ...], out_dtype: DType) -> LazyBuffer 
     if len(srcs) != 2 or srcs[0].dtype != srcs[1].dtype:
         return None
     (a, b), (va, vb) = srcs, vals
+    if a.dtype == dtypes.bool and op in (BinaryOps.ADD, BinaryOps.MUL) and (va is not None or vb is not None):
+        # NOTE: on bools ADD is or and MUL is and: x|False and x&True are x; x|True and x&False are constants
+        const, other = (va, b) if va is not None else (vb, a)
+        return other if bool(const) == (op is BinaryOps.MUL) else full_const(bool(const), a.shape, a.dtype, a.device)
     if op is BinaryOps.ADD:
         return b if _is(va, 0) else a if _is(vb, 0) else None
     if op is BinaryOps.SUB:

@@ -89,13 +89,23 @@ class MemBuffer:
     st: ShapeTracker
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class ConstBuffer:
     """A constant broadcast through `st` (masked positions read as 0)."""
 
     val: float | int | bool
     dtype: DType
     st: ShapeTracker
+
+    # NOTE: 0.0 == -0.0 and nan != nan, but a kernel for one is not a kernel for the other: compare by repr
+    def _identity(self) -> tuple:
+        return (type(self.val), repr(self.val), self.dtype, self.st)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ConstBuffer) and self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
 
 
 @dataclass(frozen=True, eq=False)

@@ -615,6 +615,8 @@ class Tensor:
 
     def sign(self) -> Tensor:
         value = (self > 0).cast(self.dtype) - (self < 0).cast(self.dtype)
+        if dtypes.is_float(self.dtype):
+            value = self.isnan().where(self, value)  # NOTE: sign(nan) is nan, as in numpy
         return _no_grad_through(self, value)
 
     def trunc(self) -> Tensor:
@@ -682,8 +684,9 @@ class Tensor:
         a, b = self._broadcasted(x)
         if not dtypes.is_float(a.dtype):  # NOTE: no gradient to share, and (a + b) / 2 in float32 would round big ints
             return (a < b).where(b, a)
-        # NOTE: ties share the gradient equally, as in PyTorch
-        return (a < b).detach().where(b, (a == b).detach().where(a * 0.5 + b * 0.5, a))
+        # NOTE: ties share the gradient equally, as in PyTorch; a nan on either side wins, as in numpy
+        ret = (a < b).detach().where(b, (a == b).detach().where(a * 0.5 + b * 0.5, a))
+        return b.isnan().detach().where(b, ret)
 
     def minimum(self, x: Tensor | Scalar) -> Tensor:
         a, b = self._broadcasted(x)
@@ -848,16 +851,30 @@ class Tensor:
         return self._cmp_lt(x, reverse=True)
 
     def __ge__(self, x: Tensor | Scalar) -> Tensor:  # type: ignore[override]
-        return self._cmp_lt(x).logical_not()
+        a, b = self._broadcasted(x)
+        return (a > b) | (a == b)
 
     def __le__(self, x: Tensor | Scalar) -> Tensor:  # type: ignore[override]
-        return self._cmp_lt(x, reverse=True).logical_not()
+        a, b = self._broadcasted(x)
+        return (a < b) | (a == b)
 
     def __ne__(self, x: Any) -> Tensor:  # type: ignore[override]
-        return self._cmp_lt(x) | self._cmp_lt(x, reverse=True)
+        a, b = self._broadcasted(x)
+        ret = a._cmp_lt(b) | b._cmp_lt(a)
+        # NOTE: nan is unequal to everything, itself included, but neither < nor > anything
+        return ret | a.isnan() | b.isnan() if dtypes.is_float(a.dtype) else ret
 
     def __eq__(self, x: Any) -> Tensor:  # type: ignore[override]
         return (self != x).logical_not()
+
+    def isnan(self) -> Tensor:
+        """True where the value is nan (nan is neither below inf nor above -inf)."""
+        if not dtypes.is_float(self.dtype):
+            return self._const(self.shape, False, dtype=dtypes.bool, device=self.device)
+        return ((self < math.inf) | (self > -math.inf)).logical_not()
+
+    def isinf(self) -> Tensor:
+        return (self == math.inf) | (self == -math.inf) if dtypes.is_float(self.dtype) else self.isnan()
 
     def __and__(self, x: Tensor | Scalar) -> Tensor:
         a, b = self._bool_operands(x)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -104,3 +105,28 @@ def test_missing_pyopencl_is_a_clear_error(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert res.returncode != 0
     assert "the GPU device needs pyopencl" in res.stderr and "pip install 'pyopencl[pocl]'" in res.stderr
+
+
+CC_PROGRAM = """
+import numpy as np
+from specgrad import Tensor, dtypes
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((5, 7)).astype(np.float32), rng.standard_normal((7, 3)).astype(np.float32)
+x, y = Tensor(a, device="CLANG"), Tensor(b, device="CLANG")
+np.testing.assert_allclose((x @ y).softmax(-1).numpy(), np.exp(a @ b) / np.exp(a @ b).sum(-1, keepdims=True),
+                           rtol=1e-5)
+np.testing.assert_allclose(x.half().exp().numpy(), np.exp(a.astype(np.float16)), rtol=2e-3)
+ints = Tensor(np.array([-7, 7, 3], dtype=np.int32), device="CLANG")
+assert (ints // 2).tolist() == [-4, 3, 1] and (ints % 3).tolist() == [2, 1, 0]
+print("ok")
+"""
+
+
+def test_plain_cc_builds_kernels(tmp_path: Path) -> None:
+    """Without clang, the CLANG device compiles with the system cc (here forced with the CC flag)."""
+    if shutil.which("cc") is None:
+        pytest.skip("no system cc on this machine")
+    env = {**os.environ, "CC": "cc", "CACHEDIR": str(tmp_path), "DEBUG": "1"}
+    res = subprocess.run([sys.executable, "-c", CC_PROGRAM], env=env, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    assert "CLANG device: compiling with" in res.stdout and "/cc)" in res.stdout and res.stdout.strip().endswith("ok")

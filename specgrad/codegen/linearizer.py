@@ -70,6 +70,7 @@ class _Linearizer:
         self.uops: list[UOp] = []
         self.cache: dict[tuple, UOp] = {}
         self.globals: dict[int, UOp] = {}
+        self.reduce_value: UOp | None = None
 
     def uop(self, uop: UOps, dtype: DType | None, vin: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
         key = (uop, dtype, tuple(id(v) for v in vin), _key(arg))
@@ -93,7 +94,8 @@ class _Linearizer:
         out_idxs, loops, global_size = self._global_indices()
         reduce_value = self._reduce(out_idxs) if k.reduceop is not None else None
         post_idxs = out_idxs + [NumNode(0)] * len(k.reduce_shape)
-        value = self._lower(k.ast.src[0], post_idxs, {k.reduceop: reduce_value} if k.reduceop is not None else {})
+        self.reduce_value = reduce_value
+        value = self._lower(k.ast.src[0], post_idxs, {})
         idx, _ = k.sts[0].expr_idxs(_st_idxs(k.sts[0].shape, post_idxs))
         self.uop(UOps.STORE, None, (self.globals[0], value), idx)
         for loop in reversed(loops):
@@ -177,10 +179,14 @@ class _Linearizer:
 
     # *** the ast, node by node ***
 
-    def _lower(self, x: LazyOp, idxs: list[Node], memo: dict) -> UOp:
-        if x in memo:
-            return memo[x]
-        if x.op in (BufferOps.LOAD, BufferOps.CONST):
+    def _lower(self, x: LazyOp, idxs: list[Node], memo: dict[int, UOp]) -> UOp:
+        # NOTE: memo is keyed by identity: LazyOp equality takes 0.0 for -0.0 (ConstBuffer compares floats with ==);
+        # equal subtrees that are distinct objects still become one UOp through the uop cache
+        if id(x) in memo:
+            return memo[id(x)]
+        if x.op in ReduceOps:
+            ret = self.reduce_value  # NOTE: a kernel holds one reduce, lowered before the rest
+        elif x.op in (BufferOps.LOAD, BufferOps.CONST):
             st = self.k.sts[self.k.bufops.index(x)]
             idx, valid = st.expr_idxs(_st_idxs(st.shape, idxs))
             if x.op is BufferOps.CONST or valid == 0:
@@ -191,7 +197,7 @@ class _Linearizer:
         else:
             srcs = [self._lower(s, idxs, memo) for s in x.src]
             ret = self.uop(UOps.ALU, alu_dtype(x.op, srcs, x.arg), tuple(srcs), x.op)
-        memo[x] = ret
+        memo[id(x)] = ret
         return ret
 
 

@@ -28,7 +28,9 @@ _CL_NAMES = {
 }  # fmt: skip
 
 # NOTE: C has no portable half type (clang 14 on x86 refuses _Float16), so C kernels store half as its 16 bits,
-# compute in float and round every half result back to half precision, which matches numpy's float16 arithmetic.
+# compute in float and round every half result back to half precision, which matches numpy's float16 arithmetic
+# (float has 2*11+2 significand bits, so rounding twice is exact for + - * / sqrt). A double is first rounded to
+# float with round-to-odd (sg_d2f_odd), since double -> float -> half rounding would go wrong at half's ties.
 HALF_HELPERS = """static inline float sg_h2f(unsigned short h) {
   unsigned int s = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   union { unsigned int u; float f; } r;
@@ -49,6 +51,13 @@ static inline unsigned short sg_f2h(float f) {
   return (unsigned short)(s | ((a + 0xfffu + ((a >> 13) & 1u)) >> 13));
 }
 static inline float sg_rh(float f) { return sg_h2f(sg_f2h(f)); }
+static inline float sg_d2f_odd(double d) {
+  union { float f; unsigned int u; } x = { (float)d };
+  if ((double)x.f == d || d != d) return x.f;
+  if (fabs((double)x.f) > fabs(d)) x.u -= 1u;
+  x.u |= 1u;
+  return x.f;
+}
 """
 
 
@@ -63,6 +72,7 @@ class CDialect:
     float_suffix: dict[DType, str]  # math function suffix per float dtype: expf vs exp
     global_id: str  # format with {axis}; unused when the kernel loops itself
     half_as_bits: bool  # store half as 16 bits and compute in float (C), or use the native half type
+    no_contract: str  # the pragma that stops a*b+c becoming one fused multiply-add (it must round twice)
     header: str = ""
     extensions: dict[DType, str] = field(default_factory=dict)  # a pragma needed when a dtype is used
 
@@ -82,6 +92,7 @@ C_DIALECT = CDialect(
     float_suffix={dtypes.float16: "f", dtypes.float32: "f", dtypes.float64: ""},
     global_id="",
     half_as_bits=True,
+    no_contract="#pragma STDC FP_CONTRACT OFF",
     header="#include <math.h>\n",
 )  # fmt: skip
 
@@ -94,6 +105,7 @@ OPENCL_DIALECT = CDialect(
     float_suffix={dtypes.float16: "", dtypes.float32: "", dtypes.float64: ""},
     global_id="(int)get_global_id({axis})",
     half_as_bits=False,
+    no_contract="#pragma OPENCL FP_CONTRACT OFF",
     extensions={dtypes.float16: "#pragma OPENCL EXTENSION cl_khr_fp16 : enable",
                 dtypes.float64: "#pragma OPENCL EXTENSION cl_khr_fp64 : enable"},
 )  # fmt: skip
@@ -103,6 +115,12 @@ OPENCL_DIALECT = CDialect(
 
 
 def render_const(val: float | int | bool, dtype: DType, d: CDialect) -> str:
+    text = _literal(val, dtype, d)
+    # NOTE: a bare negative literal after a minus would read as `--`, so negative numbers come parenthesized
+    return f"({text})" if text.startswith("-") else text
+
+
+def _literal(val: float | int | bool, dtype: DType, d: CDialect) -> str:
     if dtype == dtypes.bool:
         return "1" if val else "0"
     if dtypes.is_float(dtype):
@@ -111,7 +129,7 @@ def render_const(val: float | int | bool, dtype: DType, d: CDialect) -> str:
         if math.isnan(x):
             text = "NAN"
         elif math.isinf(x):
-            text = "INFINITY" if x > 0 else "(-INFINITY)"
+            text = "INFINITY" if x > 0 else "-INFINITY"
         else:
             mantissa, exponent = x.hex().split("p")
             text = mantissa.rstrip("0").rstrip(".") + "p" + exponent + suffix
@@ -120,7 +138,7 @@ def render_const(val: float | int | bool, dtype: DType, d: CDialect) -> str:
     if dtypes.is_unsigned(dtype):
         return f"{x}u" + ("ll" if dtype.itemsize == 8 else "")
     if x == int(np.iinfo(dtype.np).min):  # NOTE: -2147483648 is unary minus on an out-of-range literal in C
-        return f"({x + 1}{'ll' if dtype.itemsize == 8 else ''}-1)"
+        return f"{x + 1}{'ll' if dtype.itemsize == 8 else ''}-1"
     return f"{x}ll" if dtype.itemsize == 8 else str(x)
 
 
@@ -172,15 +190,32 @@ def _int_div(op: str) -> Callable[[list[str], DType, DType, CDialect], str]:
         a, b = xs
         if dtypes.is_float(dt):
             return f"({a}/{b})" if op == "/" else f"fmod{d.float_suffix[dt]}({a},{b})"
-        # NOTE: x/0 and INT_MIN/-1 trap in C; the reference (CPU) gives 0 for x/0
-        wide = "long long" if not dtypes.is_unsigned(dt) and dt.itemsize < 8 else d.value_type(dt)
-        return f"(({b})==0?0:({d.value_type(dt)})(({wide}){a}{op}({wide}){b}))"
+        # NOTE: x/0 and INT_MIN/-1 trap in C; the reference (CPU) gives 0 for x/0 and wraps INT_MIN/-1
+        t = d.value_type(dt)
+        if dtypes.is_unsigned(dt) or dt.itemsize < 8:
+            wide = t if dtypes.is_unsigned(dt) else d.type_names[dtypes.int64]
+            return f"(({b})==0?0:({t})(({wide}){a}{op}({wide}){b}))"
+        neg = f"({t})(({d.type_names[dtypes.uint64]})0-({d.type_names[dtypes.uint64]}){a})" if op == "/" else "0"
+        return f"(({b})==0?0:({b})==-1?{neg}:({a}{op}{b}))"
 
     return render
 
 
+def _recip(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
+    one = render_const(1, dt, d)
+    return f"({one}/{xs[0]})" if dtypes.is_float(dt) else _int_div("/")([one, xs[0]], dt, src, d)
+
+
 def _cast(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
+    if dt == dtypes.float16 and src == dtypes.float64 and d.half_as_bits:
+        return f"sg_d2f_odd({xs[0]})"  # NOTE: alu() rounds the float to half
     return f"({xs[0]}!=0)" if dt == dtypes.bool else f"(({d.value_type(dt)})({xs[0]}))"
+
+
+def _mulacc(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
+    # NOTE: the product is rounded on its own, as numpy's a*b+c; a half product is rounded to half
+    prod_ = f"sg_rh({xs[0]}*{xs[1]})" if dt == dtypes.float16 and d.half_as_bits else f"({xs[0]}*{xs[1]})"
+    return f"({prod_}+{xs[2]})"
 
 
 def _max(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
@@ -194,7 +229,7 @@ ALU_OPS: dict[object, Callable[[list[str], DType, DType, CDialect], str]] = {
     UnaryOps.LOG2: _math("log2"),
     UnaryOps.SIN: _math("sin"),
     UnaryOps.SQRT: _math("sqrt"),
-    UnaryOps.RECIP: lambda xs, dt, src, d: f"({render_const(1, dt, d)}/{xs[0]})",
+    UnaryOps.RECIP: _recip,
     UnaryOps.NEG: lambda xs, dt, src, d: f"(!{xs[0]})" if dt == dtypes.bool else f"(-{xs[0]})",
     UnaryOps.CAST: _cast,
     BinaryOps.ADD: lambda xs, dt, src, d: f"({xs[0]}||{xs[1]})" if dt == dtypes.bool else f"({xs[0]}+{xs[1]})",
@@ -205,7 +240,7 @@ ALU_OPS: dict[object, Callable[[list[str], DType, DType, CDialect], str]] = {
     BinaryOps.MAX: _max,
     BinaryOps.CMPLT: lambda xs, dt, src, d: f"({xs[0]}<{xs[1]})",
     TernaryOps.WHERE: lambda xs, dt, src, d: f"({xs[0]}?{xs[1]}:{xs[2]})",
-    TernaryOps.MULACC: lambda xs, dt, src, d: f"(({xs[0]}*{xs[1]})+{xs[2]})",
+    TernaryOps.MULACC: _mulacc,
 }
 
 
@@ -304,6 +339,8 @@ class _Renderer:
             self.statement(u)
         used = {u.dtype for u in self.prg.uops if u.dtype is not None}
         pragmas = [self.d.extensions[t] for t in sorted(used) if t in self.d.extensions]
+        if any(u.uop is UOps.ALU and u.arg is TernaryOps.MULACC for u in self.prg.uops):
+            pragmas.append(self.d.no_contract)
         header = self.d.header + "".join(p + "\n" for p in pragmas)
         if dtypes.float16 in used and self.d.half_as_bits:
             header += HALF_HELPERS

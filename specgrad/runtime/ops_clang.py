@@ -21,8 +21,10 @@ from specgrad.flags import CC, DEBUG
 from specgrad.renderer.cstyle import C_DIALECT, render
 from specgrad.shape.symbolic import Variable, sym_infer
 
-# NOTE: no -ffast-math: it lets the compiler assume there is no inf or nan, and results for them must stay correct
-CFLAGS = ("-shared", "-fPIC", "-O2", "-march=native", "-fno-math-errno")
+# NOTE: no -ffast-math: it lets the compiler assume there is no inf or nan, and results for them must stay correct.
+# -ffp-contract=off keeps a*b+c two roundings, as numpy computes it; -fwrapv makes signed overflow wrap, as the
+# kernels (and numpy) expect.
+CFLAGS = ("-shared", "-fPIC", "-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fwrapv")
 INSTALL_HINT = "install clang (apt-get install clang) or gcc, or point the CC flag at a C compiler"
 
 

@@ -56,10 +56,12 @@ def load_st(flat: np.ndarray, st: ShapeTracker, var_vals: dict[Variable, int]) -
 
 
 def _div(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    # NOTE: integer division truncates toward zero, as in C, so every device agrees
+    # NOTE: integer division truncates toward zero, as in C, so every device agrees; x / 0 is 0
     if a.dtype.kind in "iub":
-        q = np.abs(a.astype(np.int64)) // np.where(b == 0, 1, np.abs(b.astype(np.int64)))
-        return np.where(b == 0, 0, np.where((a < 0) != (b < 0), -q, q)).astype(a.dtype)
+        safe_b = np.where(b == 0, 1, b)
+        q = np.floor_divide(a, safe_b)
+        q = np.where((np.remainder(a, safe_b) != 0) & ((a < 0) != (safe_b < 0)), q + 1, q)
+        return np.where(b == 0, 0, q).astype(a.dtype)
     return a / b
 
 

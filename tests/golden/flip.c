@@ -1,0 +1,9 @@
+#include <math.h>
+void E_4_4(float* restrict data0, const float* restrict data1) {
+  for (int gidx0 = 0; gidx0 < 4; gidx0++) {
+    for (int gidx1 = 0; gidx1 < 4; gidx1++) {
+      float val0 = data1[((gidx0*-4)+gidx1+12)];
+      data0[((gidx0*4)+gidx1)] = val0;
+    }
+  }
+}

@@ -1,0 +1,12 @@
+#include <math.h>
+void r_4_6(float* restrict data0, const float* restrict data1) {
+  for (int gidx0 = 0; gidx0 < 4; gidx0++) {
+    float acc0 = 0x0p+0f;
+    for (int ridx0 = 0; ridx0 < 6; ridx0++) {
+      float val0 = data1[((gidx0*6)+ridx0)];
+      float alu0 = (acc0+val0);
+      acc0 = alu0;
+    }
+    data0[gidx0] = acc0;
+  }
+}

@@ -1,0 +1,45 @@
+#include <math.h>
+void r_4_6(float* restrict data0, const float* restrict data1) {
+  for (int gidx0 = 0; gidx0 < 4; gidx0++) {
+    float acc0 = (-INFINITY);
+    for (int ridx0 = 0; ridx0 < 6; ridx0++) {
+      float val0 = data1[((gidx0*6)+ridx0)];
+      float alu0 = (((acc0)!=(acc0)||(acc0)>(val0))?(acc0):(val0));
+      acc0 = alu0;
+    }
+    data0[gidx0] = acc0;
+  }
+}
+
+#include <math.h>
+void r_4_6(float* restrict data0, const float* restrict data1, const float* restrict data2) {
+  for (int gidx0 = 0; gidx0 < 4; gidx0++) {
+    float acc0 = 0x0p+0f;
+    for (int ridx0 = 0; ridx0 < 6; ridx0++) {
+      float val0 = data1[((gidx0*6)+ridx0)];
+      float val1 = data2[gidx0];
+      float alu0 = (val0-val1);
+      float alu1 = (alu0*0x1.715476p+0f);
+      float alu2 = exp2f(alu1);
+      float alu3 = (acc0+alu2);
+      acc0 = alu3;
+    }
+    data0[gidx0] = acc0;
+  }
+}
+
+#include <math.h>
+void E_4_6(float* restrict data0, const float* restrict data1, const float* restrict data2, const float* restrict data3) {
+  for (int gidx0 = 0; gidx0 < 4; gidx0++) {
+    for (int gidx1 = 0; gidx1 < 6; gidx1++) {
+      float val0 = data1[((gidx0*6)+gidx1)];
+      float val1 = data2[gidx0];
+      float alu0 = (val0-val1);
+      float alu1 = (alu0*0x1.715476p+0f);
+      float alu2 = exp2f(alu1);
+      float val2 = data3[gidx0];
+      float alu3 = (alu2/val2);
+      data0[((gidx0*6)+gidx1)] = alu3;
+    }
+  }
+}
