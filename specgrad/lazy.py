@@ -44,6 +44,7 @@ def create_lazybuffer(
         return LazyBuffer(device, st, dtype, op, arg, srcs, base)
     key = (device, st, dtype, op, _cache_key_arg(arg), tuple(weakref.ref(s) for s in srcs), base and weakref.ref(base))
     if (hit := _lazycache.get(key)) is not None:
+        hit.base.shared = True
         return hit
     _lazycache[key] = ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
     return ret
@@ -66,6 +67,9 @@ class LazyBuffer:
             self.op, self.arg, self.srcs = op, arg, srcs
             self._realized: Buffer | None = None
             self.forced_realize = False
+            # NOTE: an assign writes its result into the buffer of `assign_target` (a realized base) in place
+            self.assign_target: LazyBuffer | None = None
+            self.shared = False  # handed out twice by the dedup cache: two tensors own it, so never assign in place
             self.children: weakref.WeakSet[LazyBuffer] = weakref.WeakSet()
             for s in srcs:
                 s.base.children.add(self)
@@ -89,7 +93,7 @@ class LazyBuffer:
         if self._base is not None:
             raise ValueError("only a base LazyBuffer can be realized")
         self._realized = buf
-        self.srcs = ()  # NOTE: drop the graph behind a realized buffer so it can be freed
+        self.srcs, self.assign_target = (), None  # NOTE: drop the graph behind a realized buffer so it can be freed
 
     @property
     def size(self) -> sint:
@@ -136,6 +140,25 @@ class LazyBuffer:
             return LazyBuffer.loadop(LoadOps.CONTIGUOUS, self.shape, self.dtype, self.device, srcs=(self,))
         self.base.forced_realize = True
         return self
+
+    def assign(self, target: LazyBuffer) -> LazyBuffer:
+        """Self's value, computed into the buffer `target` already has (in place): buffers keep their identity across
+        training steps, which is what lets a captured step (TinyJit) replay. Needs a realized, contiguous target."""
+        if not target.st.contiguous or target.size != target.base.size:
+            return self
+        # NOTE: assigning again before realizing writes into the same buffer as the pending assign
+        buffer_owner = target.base if target.realized is not None else target.base.assign_target
+        if buffer_owner is None or buffer_owner.shared:
+            return self
+        st = ShapeTracker.from_shape(self.shape)
+        ret = LazyBuffer(self.device, st, self.dtype, LoadOps.CONTIGUOUS, None, (self,))
+        ret.assign_target = buffer_owner
+        return ret
+
+    @property
+    def output_buffer(self) -> Buffer | None:
+        """The buffer this node must be computed into (an assign), if any."""
+        return self.base.assign_target.realized if self.base.assign_target is not None else None
 
     def copy_to_device(self, device: str) -> LazyBuffer:
         if device == self.device:

@@ -1,12 +1,41 @@
-"""Run a schedule: allocate each output, copy between devices, launch each kernel. Imports device, ops, lazy."""
+"""Run a schedule: allocate each output (or reuse an assign's buffer), copy between devices, launch each kernel.
+
+Every step is an ExecItem; while TinyJit captures, they are recorded for replay. Imports device, ops, shape, lazy.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
+
 from specgrad.device import Buffer, Device
 from specgrad.lazy import LazyBuffer
-from specgrad.ops import LoadOps, ScheduleItem
+from specgrad.ops import BufferOps, LoadOps, ScheduleItem
 from specgrad.schedule import create_schedule
-from specgrad.shape.symbolic import sym_infer
+from specgrad.shape.symbolic import Node, Variable
+
+
+@dataclass
+class ExecItem:
+    """One step of running a schedule: `run(bufs, var_vals)`; bufs[0] is what it writes."""
+
+    run: Callable[[list[Buffer], dict[Variable, int]], object]
+    bufs: list[Buffer]
+    var_vals: dict[Variable, int]
+
+
+# NOTE: set by TinyJit while it captures a step; every ExecItem run is appended to it
+CAPTURING: list[ExecItem] | None = None
+
+
+def _exec(item: ExecItem) -> None:
+    item.run(item.bufs, item.var_vals)
+    if CAPTURING is not None:
+        CAPTURING.append(item)
+
+
+def _copy(bufs: list[Buffer], var_vals: dict[Variable, int]) -> None:
+    bufs[0].copy_from(bufs[1])
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
@@ -15,14 +44,29 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         if missing:
             raise RuntimeError(f"schedule out of order: inputs {missing} of {si.out} are not realized")
         out = si.out
-        buf = Buffer(out.device, _numel(out), out.dtype)
+        target = out.output_buffer
+        buf = target if target is not None else Buffer(out.device, _numel(out), out.dtype)
+        inputs = [x.realized for x in si.inputs]
         if si.ast.op is LoadOps.FROM:
-            buf.copy_from(si.inputs[0].realized)
+            _exec(ExecItem(_copy, [buf, inputs[0]], {}))
         elif si.ast.op is LoadOps.CUSTOM:
-            si.ast.arg(buf, *[x.realized for x in si.inputs])
+            _exec(ExecItem(lambda bufs, var_vals, fn=si.ast.arg: fn(*bufs), [buf, *inputs], {}))
         elif si.ast.op is not LoadOps.EMPTY and _numel(out) > 0:
-            Device[out.device].get_runner(si.ast).exec([buf, *[x.realized for x in si.inputs]], si.var_vals)
+            runner = Device[out.device].get_runner(si.ast)
+            if target is not None and not _in_place_is_safe(si, target):
+                tmp = Buffer(out.device, _numel(out), out.dtype)
+                _exec(ExecItem(runner.exec, [tmp, *inputs], si.var_vals))
+                _exec(ExecItem(_copy, [target, tmp], {}))
+            else:
+                _exec(ExecItem(runner.exec, [buf, *inputs], si.var_vals))
         out.realized = buf
+
+
+def _in_place_is_safe(si: ScheduleItem, target: Buffer) -> bool:
+    """Writing into a buffer the kernel also reads is safe only when each element reads its own position."""
+    out_st = si.ast.arg.st
+    loads = [x.arg for x in si.ast.lazyops() if x.op is BufferOps.LOAD]
+    return all(si.inputs[m.idx - 1].realized is not target or m.st.simplify() == out_st for m in loads)
 
 
 def realize(outs: list[LazyBuffer]) -> None:
@@ -31,8 +75,9 @@ def realize(outs: list[LazyBuffer]) -> None:
 
 
 def _numel(lb: LazyBuffer) -> int:
-    """Elements to allocate; a symbolic shape takes the values its Variables are bound to."""
-    try:
-        return sym_infer(lb.st.size(), {})
-    except KeyError as e:
-        raise ValueError(f"cannot realize shape {lb.shape}: {e.args[0]} (bind it: Variable(...).bind(n))") from None
+    """Elements to allocate. A symbolic shape gets room for the largest values its Variables allow, so a captured
+    step can replay with any of them."""
+    size = lb.st.size()
+    if isinstance(size, Node):
+        return size.max
+    return size

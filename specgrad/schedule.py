@@ -26,11 +26,13 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     """The kernels that realize `outs`, each after the kernels it reads from."""
     realizes = {x.base: None for x in outs if x.base.realized is None}
     allbufs = _walk_graph(list(realizes), realizes)
+    _add_assign_readers(allbufs, realizes)
     reduce_for = _pair_reduces(allbufs, realizes)
     schedule: list[ScheduleItem] = []
     done: set[LazyBuffer] = set()
-    for out in realizes:
+    for out in list(realizes):
         _schedule_base(out, realizes, reduce_for, schedule, done)
+    schedule = _order_assigns(schedule)
     if DEBUG >= 1 and schedule:
         print(f"scheduled {len(schedule)} kernel(s) for {len(outs)} output(s)")
     return schedule
@@ -64,6 +66,43 @@ def _walk_graph(roots: list[LazyBuffer], realizes: dict[LazyBuffer, None]) -> di
         if base not in realizes and not _is_pad_safe(base, realizes):
             realizes[base] = None
     return allbufs
+
+
+def _add_assign_readers(allbufs: dict[LazyBuffer, None], realizes: dict[LazyBuffer, None]) -> None:
+    """An assign overwrites its target's buffer, so every live value still reading the old contents is computed in
+    this schedule too, before the write (see _order_assigns)."""
+    pending = [lb for lb in allbufs if lb.assign_target is not None]
+    while pending:
+        readers = [c for w in pending for c in w.assign_target.children  # type: ignore[union-attr]
+                   if c.realized is None and c.assign_target is None and c not in allbufs]  # fmt: skip
+        for c in readers:
+            realizes[c] = None
+        new = _walk_graph(readers, realizes)
+        pending = [lb for lb in new if lb.assign_target is not None and lb not in allbufs]
+        allbufs.update(new)
+
+
+def _order_assigns(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
+    """Dependency order in which every kernel reading an assign's target buffer runs before the assign writes it.
+    In the rare cycle (one kernel reads both the old and the new value) the assign gets a fresh buffer instead."""
+    writers = [i for i, si in enumerate(schedule) if si.out.assign_target is not None]
+    if not writers:
+        return schedule
+    pos = {id(si.out): i for i, si in enumerate(schedule)}
+    preds = [{pos[id(x)] for x in si.inputs if id(x) in pos} for si in schedule]
+    for w in writers:
+        target = schedule[w].out.assign_target.realized  # type: ignore[union-attr]
+        preds[w] |= {i for i, si in enumerate(schedule) if i != w and any(x.realized is target for x in si.inputs)}
+    order, placed = [], set()
+    while len(order) < len(schedule):
+        ready = next((i for i in range(len(schedule)) if i not in placed and preds[i] <= placed), None)
+        if ready is None:
+            for w in writers:
+                schedule[w].out.assign_target = None
+            return schedule
+        order.append(ready)
+        placed.add(ready)
+    return [schedule[i] for i in order]
 
 
 def _mark_view(view: LazyBuffer, realizes: dict[LazyBuffer, None], pads: list) -> None:
@@ -172,7 +211,9 @@ def _lower(out: LazyBuffer, realizes: dict, reduce_for: dict) -> ScheduleItem:
     kernel_shape = reduce.shape if reduce is not None else out.shape
     builder = _AstBuilder(out, realizes, reduce)
     ast = builder.build(out, ShapeTracker.from_shape(kernel_shape))
-    store = LazyOp(BufferOps.STORE, (ast,), MemBuffer(0, out.dtype, ShapeTracker.from_shape(kernel_shape)))
+    store = LazyOp(
+        BufferOps.STORE, (ast,), MemBuffer(0, out.dtype, builder.unbind(ShapeTracker.from_shape(kernel_shape)))
+    )
     return ScheduleItem(store, out, tuple(builder.inputs), builder.var_vals)
 
 
@@ -185,7 +226,7 @@ class _AstBuilder:
         self.var_vals: dict[Variable, int] = {}
         self.cache: dict[tuple[LazyBuffer, ShapeTracker], LazyOp] = {}
 
-    def _unbind(self, st: ShapeTracker) -> ShapeTracker:
+    def unbind(self, st: ShapeTracker) -> ShapeTracker:
         st, var_vals = st.simplify().unbind()
         self.var_vals.update(var_vals)
         return st
@@ -201,11 +242,11 @@ class _AstBuilder:
 
     def _build_base(self, lb: LazyBuffer, st: ShapeTracker) -> LazyOp:
         if lb.realized is None and lb.op is LoadOps.CONST:
-            return LazyOp(BufferOps.CONST, (), ConstBuffer(lb.arg, lb.dtype, self._unbind(st)))
+            return LazyOp(BufferOps.CONST, (), ConstBuffer(lb.arg, lb.dtype, self.unbind(st)))
         if lb.realized is not None or (lb in self.realizes and lb is not self.root):
             if lb not in self.inputs:
                 self.inputs.append(lb)
-            return LazyOp(BufferOps.LOAD, (), MemBuffer(self.inputs.index(lb) + 1, lb.dtype, self._unbind(st)))
+            return LazyOp(BufferOps.LOAD, (), MemBuffer(self.inputs.index(lb) + 1, lb.dtype, self.unbind(st)))
         if lb.op is LoadOps.CONTIGUOUS:
             return self.build(lb.srcs[0], st)
         if lb.op in ReduceOps:

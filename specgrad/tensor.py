@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import math
 import string
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -18,7 +18,7 @@ from specgrad.device import Device
 from specgrad.dtype import DType, dtypes, to_dtype
 from specgrad.helpers import all_int, argfix, ceildiv, flatten, make_pair, prod
 from specgrad.lazy import LazyBuffer, full_const
-from specgrad.ops import BinaryOps
+from specgrad.ops import BinaryOps, LoadOps
 from specgrad.realize import realize
 from specgrad.shape.symbolic import sint, sym_infer
 
@@ -133,13 +133,15 @@ class Tensor:
         realize([t.lazydata for t in tensors])
 
     def numpy(self) -> np.ndarray:
-        if not all_int(self.shape):
-            raise ValueError(f"cannot copy out a tensor of symbolic shape {self.shape}")
-        if 0 in self.shape:
-            return np.zeros(self.shape, dtype=self.dtype.np)
+        try:  # NOTE: a symbolic shape copies out at the values its Variables are bound to
+            shape = tuple(sym_infer(s, {}) for s in self.shape)
+        except KeyError as e:
+            raise ValueError(f"cannot copy out a tensor of shape {self.shape}: {e.args[0]}") from None
+        if 0 in shape:
+            return np.zeros(shape, dtype=self.dtype.np)
         lb = self.lazydata.contiguous()
         realize([lb])
-        return lb.base.realized.numpy().reshape(self.shape)
+        return lb.base.realized.numpy()[: prod(shape)].reshape(shape)
 
     def item(self) -> Scalar:
         if self.numel() != 1:
@@ -177,7 +179,8 @@ class Tensor:
             raise ValueError(
                 f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}"
             )
-        self.lazydata = x.lazydata
+        # NOTE: a realized tensor keeps its buffer: the new value is computed into it (see LazyBuffer.assign)
+        self.lazydata = x.lazydata.assign(self.lazydata)
         return self
 
     # ***** creation *****
@@ -244,24 +247,37 @@ class Tensor:
         Tensor._rng = np.random.default_rng(seed)
 
     @staticmethod
-    def _random(values: np.ndarray, dtype: DType | str | None, **kwargs: Any) -> Tensor:
-        dtype = to_dtype(dtype) if dtype is not None else dtypes.default_float
-        return Tensor(values.astype(dtype.np), **kwargs)
+    def _random(shape: Any, sample: Callable[[np.random.Generator, tuple], np.ndarray], dtype: DType | str | None,
+                device: str | None = None, requires_grad: bool | None = None) -> Tensor:  # fmt: skip
+        """Random values drawn into the tensor's buffer when it is realized, from a seed taken from the global
+        generator (Tensor.manual_seed) at creation, so values follow creation order. A TinyJit replay, which
+        creates nothing, takes the next seed when it runs: the same sequence as running the step without the jit."""
+        shape, dtype = _shape_arg(shape), to_dtype(dtype) if dtype is not None else dtypes.default_float
+        device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        seeds = [int(Tensor._rng.integers(2**63))]
+
+        def fill(buf: Any) -> None:
+            seed = seeds.pop() if seeds else int(Tensor._rng.integers(2**63))
+            values = sample(np.random.default_rng(seed), shape)
+            buf.copyin(memoryview(np.ascontiguousarray(values, dtype=dtype.np).reshape(-1)))
+
+        return Tensor._wrap(LazyBuffer.loadop(LoadOps.CUSTOM, shape, dtype, device, arg=fill), requires_grad)
 
     @staticmethod
     def rand(*shape: Any, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
         """Uniform samples in [0, 1)."""
-        return Tensor._random(Tensor._rng.random(_shape_arg(argfix(*shape)), dtype=np.float32), dtype, **kwargs)
+        return Tensor._random(argfix(*shape), lambda g, s: g.random(s, dtype=np.float32), dtype, **kwargs)
 
     @staticmethod
     def randn(*shape: Any, dtype: DType | str | None = None, **kwargs: Any) -> Tensor:
         """Standard normal samples."""
-        shape = _shape_arg(argfix(*shape))
-        return Tensor._random(Tensor._rng.standard_normal(shape, dtype=np.float32), dtype, **kwargs)
+        return Tensor._random(argfix(*shape), lambda g, s: g.standard_normal(s, dtype=np.float32), dtype, **kwargs)
 
     @staticmethod
     def randint(*shape: Any, low: int = 0, high: int = 10, **kwargs: Any) -> Tensor:
-        return Tensor(Tensor._rng.integers(low, high, _shape_arg(argfix(*shape)), dtype=np.int32), **kwargs)
+        """Integers uniform in [low, high)."""
+        kwargs.setdefault("dtype", dtypes.int32)
+        return Tensor._random(argfix(*shape), lambda g, s: g.integers(low, high, s), **kwargs)
 
     @staticmethod
     def normal(*shape: Any, mean: float = 0.0, std: float = 1.0, **kwargs: Any) -> Tensor:
@@ -269,9 +285,8 @@ class Tensor:
 
     @staticmethod
     def uniform(*shape: Any, low: float = 0.0, high: float = 1.0, **kwargs: Any) -> Tensor:
-        dtype = kwargs.pop("dtype", None)
-        values = Tensor._rng.uniform(low, high, _shape_arg(argfix(*shape)))
-        return Tensor._random(values, dtype, **kwargs)
+        kwargs.setdefault("dtype", None)
+        return Tensor._random(argfix(*shape), lambda g, s: g.uniform(low, high, s), **kwargs)
 
     @staticmethod
     def scaled_uniform(*shape: Any, **kwargs: Any) -> Tensor:

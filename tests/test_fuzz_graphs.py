@@ -73,11 +73,11 @@ def _step(rng: np.random.Generator, pool: list[tuple[Tensor, np.ndarray]]) -> tu
     return _movement(rng, t, a)
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_random_graph_matches_numpy(seed: int) -> None:
+@pytest.mark.parametrize("seed", range(25))
+def test_random_graph_matches_numpy(seed: int, device: str) -> None:
     rng = np.random.default_rng(seed)
     base = [rng.standard_normal(s).astype(np.float32) for s in [(3, 4), (4,), (2, 3, 4), ()]]
-    pool = [(Tensor(a), a) for a in base]
+    pool = [(Tensor(a, device=device), a) for a in base]
     for _ in range(12):
         t, a = _step(rng, pool)
         if a.size == 0 or a.size > 4096:
@@ -86,4 +86,4 @@ def test_random_graph_matches_numpy(seed: int) -> None:
     outs = pool[len(base) :][-4:]
     Tensor.corealize([t for t, _ in outs])
     for t, a in outs:
-        np.testing.assert_allclose(t.numpy(), a, rtol=1e-4, atol=1e-5, err_msg=f"seed {seed}")
+        np.testing.assert_allclose(t.numpy(), a, rtol=1e-4, atol=1e-5, err_msg=f"seed {seed} on {device}")

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pytest
 
-from specgrad import Tensor
+from specgrad import Device, Tensor
 from specgrad.ops import BufferOps, LoadOps, ReduceOps
 from specgrad.realize import run_schedule
 from specgrad.schedule import create_schedule
+
+
+@pytest.fixture(autouse=True)
+def on_each_device(device: str) -> Iterator[None]:
+    """Every contract below holds, with the same kernel counts, on every device."""
+    before = Device.DEFAULT
+    Device.DEFAULT = device
+    yield
+    Device.DEFAULT = before
 
 
 def realized(*shape: int, seed: int = 0) -> Tensor:

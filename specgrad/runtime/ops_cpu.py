@@ -129,8 +129,9 @@ def to_runner(ast: LazyOp, table: dict[Op, Callable]) -> RunFn:
     def compute(bufs: list[np.ndarray], var_vals: dict[Variable, int]) -> None:
         with np.errstate(all="ignore"):
             out = evaluate(ast.src[0], bufs, var_vals, {})
-        out_view = bufs[0].view(ast.arg.dtype.np)
-        out_view[:] = np.broadcast_to(out, out.shape).astype(ast.arg.dtype.np, copy=False).reshape(-1)
+        flat = np.broadcast_to(out, out.shape).astype(ast.arg.dtype.np, copy=False).reshape(-1)
+        # NOTE: a symbolic shape's buffer has room for its largest values; the store fills the front
+        bufs[0].view(ast.arg.dtype.np)[: flat.size] = flat
 
     return lambda bufs, var_vals, wait: timed(lambda: compute(bufs, var_vals))
 

@@ -1,0 +1,247 @@
+"""Optimizers (SGD, Adam, AdamW), gradient clipping and learning-rate schedules, with PyTorch's update formulas.
+
+Every piece of state (lr, momenta, the step counter) is a Tensor changed with `assign`, so a step captured by a JIT
+replays with the current values. Imports tensor and dtype.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from specgrad.dtype import dtypes
+from specgrad.tensor import Tensor
+
+
+def _scalar(value: float, device: str | None) -> Tensor:
+    """A realized float32 0-d tensor (a buffer, not a constant the compiler would fold into a kernel)."""
+    return Tensor(np.array(value, dtype=dtypes.float32.np), device=device).realize()
+
+
+def _one_minus_pow(b: float, t: Tensor) -> Tensor:
+    """1 - b**t from the step counter t, in the graph so a replayed step reads the current t.
+
+    1 - b**t cancels for small t (b2 = 0.999): expm1 by Kahan's trick, (u-1) * y/log2(u) with u = 2**y, is exact
+    to a few ulps where 1 - u alone loses ~10 bits.
+    """
+    y = t * math.log2(b)
+    u = y.exp2()
+    return (u == 1).where(-y * math.log(2), (1 - u) * y / u.log2())
+
+
+class Optimizer:
+    """Base optimizer: owns the trainable params and the lr Tensor; `step()` is one schedule."""
+
+    def __init__(self, params: list[Tensor], lr: float):
+        for p in params:
+            if p.requires_grad is None:  # NOTE: tinygrad's rule: an optimizer's params are trainable unless told not
+                p.requires_grad = True
+        self.params: list[Tensor] = list({id(p): p for p in params if p.requires_grad}.values())
+        self.device: str | None = self.params[0].device if self.params else None
+        self.lr, self.initial_lr = _scalar(lr, self.device), lr  # NOTE: schedules start from the exact Python lr
+
+    def zero_grad(self) -> None:
+        """Forget every param's gradient (PyTorch's set_to_none)."""
+        for p in self.params:
+            p.grad = None
+
+    def step(self) -> None:
+        """Update every param that has a gradient, realizing params and state in one schedule."""
+        live = [(i, p, p.grad.detach()) for i, p in enumerate(self.params) if p.grad is not None]
+        if live:
+            Tensor.corealize(self._update(live))
+
+    def _update(self, live: list[tuple[int, Tensor, Tensor]]) -> list[Tensor]:
+        """Assign new values to params (index, param, grad) and state; return every tensor assigned."""
+        raise NotImplementedError
+
+    def _zeros(self) -> list[Tensor]:
+        """One zero buffer per param, for momentum-like state."""
+        # NOTE: not Tensor.zeros(...).contiguous(): the lazy cache gives equal-shaped ones one shared buffer
+        return [Tensor(np.zeros(p.shape, dtype=p.dtype.np), device=p.device) for p in self.params]
+
+
+class SGD(Optimizer):
+    """torch.optim.SGD (dampening 0): L2 weight decay, optional (Nesterov) momentum."""
+
+    def __init__(
+        self,
+        params: list[Tensor],
+        lr: float = 0.001,
+        momentum: float = 0.0,
+        weight_decay: float = 0.0,
+        nesterov: bool = False,
+    ):
+        if nesterov and momentum <= 0:
+            raise ValueError(f"nesterov momentum needs momentum > 0, got momentum={momentum}")
+        super().__init__(params, lr)
+        self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
+        self.b = self._zeros() if momentum else []
+
+    def _update(self, live: list[tuple[int, Tensor, Tensor]]) -> list[Tensor]:
+        out: list[Tensor] = []
+        for i, p, g in live:
+            p0 = p.detach()
+            g = g + self.weight_decay * p0 if self.weight_decay else g
+            if self.momentum:
+                # NOTE: the buffer starts at 0, so the first step gives b = g, as PyTorch's clone(grad)
+                b = self.b[i].assign(self.momentum * self.b[i] + g)
+                g = g + self.momentum * b if self.nesterov else b
+                out.append(b)
+            out.append(p.assign(p0 - self.lr * g))
+        return out
+
+
+class Adam(Optimizer):
+    """torch.optim.Adam: L2 weight decay added to the gradient, bias-corrected moments."""
+
+    decoupled = False
+
+    def __init__(
+        self,
+        params: list[Tensor],
+        lr: float = 0.001,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+    ):
+        super().__init__(params, lr)
+        self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
+        self.m, self.v = self._zeros(), self._zeros()
+        self.t = _scalar(0.0, self.device)
+
+    def _update(self, live: list[tuple[int, Tensor, Tensor]]) -> list[Tensor]:
+        # https://github.com/pytorch/pytorch/blob/main/torch/optim/adam.py (_single_tensor_adam)
+        t = self.t.assign(self.t + 1)
+        bias1, bias2 = _one_minus_pow(self.b1, t), _one_minus_pow(self.b2, t)
+        out = [t]
+        for i, p, g in live:
+            p0 = p.detach()
+            if self.weight_decay and self.decoupled:
+                p0 = p0 * (1 - self.lr * self.weight_decay)
+            elif self.weight_decay:
+                g = g + self.weight_decay * p0
+            m = self.m[i].assign(self.b1 * self.m[i] + (1 - self.b1) * g)
+            v = self.v[i].assign(self.b2 * self.v[i] + (1 - self.b2) * g * g)
+            denom = v.sqrt() / bias2.sqrt() + self.eps
+            out += [m, v, p.assign(p0 - (self.lr / bias1) * m / denom)]
+        return out
+
+
+class AdamW(Adam):
+    """torch.optim.AdamW: Adam with decoupled weight decay (p -= lr*wd*p before the Adam step)."""
+
+    decoupled = True
+
+    def __init__(
+        self,
+        params: list[Tensor],
+        lr: float = 0.001,
+        b1: float = 0.9,
+        b2: float = 0.999,
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+    ):
+        super().__init__(params, lr, b1, b2, eps, weight_decay)
+
+
+def clip_grad_norm_(params: list[Tensor], max_norm: float) -> Tensor:
+    """Scale all grads by min(1, max_norm/(norm+1e-6)) and return the total 2-norm (torch.nn.utils semantics)."""
+    grads = [p for p in params if p.grad is not None]
+    if not grads:
+        return Tensor(0.0)
+    sq = [p.grad.detach().float().square().sum() for p in grads]  # type: ignore[union-attr]
+    total = sum(sq[1:], sq[0]).sqrt()
+    coef = (max_norm / (total + 1e-6)).minimum(1.0)
+    for p in grads:
+        g = p.grad.detach()  # type: ignore[union-attr]
+        p.grad = g * coef.cast(g.dtype)
+    return total
+
+
+# ***** learning-rate schedules *****
+
+
+class LRScheduler:
+    """Base schedule: `step()` advances `last_epoch` and assigns `lr_at(last_epoch)` to optimizer.lr."""
+
+    def __init__(self, optimizer: Optimizer):
+        self.optimizer, self.base_lr = optimizer, optimizer.initial_lr
+        self.last_epoch = -1
+        self.step()  # NOTE: as PyTorch, construction is epoch 0
+
+    def lr_at(self, epoch: int) -> float:
+        """The learning rate at `epoch` (closed form)."""
+        raise NotImplementedError
+
+    def get_lr(self) -> float:
+        """The current learning rate."""
+        return self.lr
+
+    def step(self, epoch: int | None = None) -> None:
+        """Go to the next epoch (or to `epoch`) and set optimizer.lr for it."""
+        self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
+        self.lr = self.lr_at(self.last_epoch)
+        self.optimizer.lr.assign(_scalar(self.lr, self.optimizer.lr.device)).realize()
+
+
+class Constant(LRScheduler):
+    """Keep the optimizer's lr."""
+
+    def lr_at(self, epoch: int) -> float:
+        return self.base_lr
+
+
+class StepLR(LRScheduler):
+    """torch StepLR: lr * gamma ** (epoch // step_size)."""
+
+    def __init__(self, optimizer: Optimizer, step_size: int, gamma: float = 0.1):
+        self.step_size, self.gamma = step_size, gamma
+        super().__init__(optimizer)
+
+    def lr_at(self, epoch: int) -> float:
+        return self.base_lr * self.gamma ** (epoch // self.step_size)
+
+
+class ExponentialLR(LRScheduler):
+    """torch ExponentialLR: lr * gamma ** epoch."""
+
+    def __init__(self, optimizer: Optimizer, gamma: float):
+        self.gamma = gamma
+        super().__init__(optimizer)
+
+    def lr_at(self, epoch: int) -> float:
+        return self.base_lr * self.gamma**epoch
+
+
+class CosineAnnealingLR(LRScheduler):
+    """torch CosineAnnealingLR (closed form): eta_min + (lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2."""
+
+    def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0):
+        self.T_max, self.eta_min = T_max, eta_min
+        super().__init__(optimizer)
+
+    def lr_at(self, epoch: int) -> float:
+        return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+
+
+class LinearWarmup(LRScheduler):
+    """Linear warm-up from lr/warmup_steps to lr over warmup_steps epochs, then `after` (restarted at its epoch 0).
+
+    Exactly torch's SequentialLR([LinearLR(start_factor=1/W, total_iters=W), after], milestones=[W]):
+    lr_e = lr * (1/W + (1 - 1/W) * e/W) for e < W, then after.lr_at(e - W) (just lr when `after` is None).
+    """
+
+    def __init__(self, optimizer: Optimizer, warmup_steps: int, after: LRScheduler | None = None):
+        if warmup_steps < 1:
+            raise ValueError(f"warmup_steps must be at least 1, got {warmup_steps}")
+        self.warmup_steps, self.after = warmup_steps, after
+        super().__init__(optimizer)
+
+    def lr_at(self, epoch: int) -> float:
+        w = self.warmup_steps
+        if epoch >= w:
+            return self.after.lr_at(epoch - w) if self.after is not None else self.base_lr
+        return self.base_lr * (1 / w + (1 - 1 / w) * epoch / w)

@@ -1,0 +1,291 @@
+"""Optimizers, clip_grad_norm_ and lr schedules vs float64 numpy references of PyTorch's formulas (and torch.optim)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from specgrad import Tensor, TinyJit
+from specgrad.nn import optim
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+STEPS = 6
+RNG = np.random.default_rng(0)
+X, Y = RNG.standard_normal((8, 3)).astype(np.float32), RNG.standard_normal((8, 2)).astype(np.float32)
+W0, B0 = RNG.standard_normal((3, 2)).astype(np.float32), RNG.standard_normal(2).astype(np.float32)
+
+
+# ***** float64 references of torch.optim's single-tensor update formulas *****
+
+
+def ref_grads(w: np.ndarray, b: np.ndarray) -> list[np.ndarray]:
+    """Gradients of mean((X @ w + b - Y)**2) for the tiny linear model."""
+    r = 2 * (X.astype(np.float64) @ w + b - Y) / Y.size
+    return [X.T @ r, r.sum(0)]
+
+
+def ref_sgd(p: np.ndarray, g: np.ndarray, st: dict, lr: float, momentum=0.0, weight_decay=0.0, nesterov=False):
+    g = g + weight_decay * p
+    if momentum:
+        st["b"] = g.copy() if "b" not in st else momentum * st["b"] + g
+        g = g + momentum * st["b"] if nesterov else st["b"]
+    return p - lr * g
+
+
+def ref_adam(p: np.ndarray, g: np.ndarray, st: dict, lr: float, b1=0.9, b2=0.999, eps=1e-8, weight_decay=0.0, w=False):
+    st["t"] = t = st.get("t", 0) + 1
+    if w:
+        p = p * (1 - lr * weight_decay)
+    else:
+        g = g + weight_decay * p
+    st["m"] = b1 * st.get("m", 0) + (1 - b1) * g
+    st["v"] = b2 * st.get("v", 0) + (1 - b2) * g * g
+    denom = np.sqrt(st["v"]) / math.sqrt(1 - b2**t) + eps
+    return p - lr / (1 - b1**t) * st["m"] / denom
+
+
+# (name, specgrad optimizer, numpy reference, torch optimizer, kwargs)
+CASES: list[tuple[str, Callable, Callable, str, dict[str, Any]]] = [
+    ("sgd", optim.SGD, ref_sgd, "SGD", {"lr": 0.1}),
+    ("sgd_momentum", optim.SGD, ref_sgd, "SGD", {"lr": 0.05, "momentum": 0.9}),
+    ("sgd_nesterov", optim.SGD, ref_sgd, "SGD", {"lr": 0.05, "momentum": 0.8, "nesterov": True}),
+    ("sgd_wd", optim.SGD, ref_sgd, "SGD", {"lr": 0.05, "momentum": 0.9, "weight_decay": 0.1}),
+    ("adam", optim.Adam, ref_adam, "Adam", {"lr": 0.01}),
+    ("adam_wd", optim.Adam, ref_adam, "Adam", {"lr": 0.01, "b1": 0.8, "b2": 0.99, "eps": 1e-6, "weight_decay": 0.1}),
+    ("adamw", optim.AdamW, ref_adam, "AdamW", {"lr": 0.01}),
+    ("adamw_wd", optim.AdamW, ref_adam, "AdamW", {"lr": 0.02, "b1": 0.8, "weight_decay": 0.5}),
+]
+
+
+def torch_kwargs(kwargs: dict[str, Any]) -> dict[str, Any]:
+    ret = {k: v for k, v in kwargs.items() if k not in ("b1", "b2")}
+    return ret | ({"betas": (kwargs.get("b1", 0.9), kwargs.get("b2", 0.999))} if "b1" in kwargs else {})
+
+
+def sg_linear_step(w: Tensor, b: Tensor, device: str) -> None:
+    x, y = Tensor(X, device=device), Tensor(Y, device=device)
+    ((x @ w + b - y) ** 2).mean().backward()
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c[0] for c in CASES])
+def test_optimizer_matches_reference(device: str, case: tuple) -> None:
+    _, make, ref, torch_name, kwargs = case
+    w, b = Tensor(W0, device=device), Tensor(B0, device=device)
+    opt = make([w, b], **kwargs)
+    ref_kwargs = kwargs | ({"w": True} if torch_name == "AdamW" else {})
+    ref_kwargs.setdefault("weight_decay", 0.01 if torch_name == "AdamW" else 0.0)
+    ps, states = [W0.astype(np.float64), B0.astype(np.float64)], [{}, {}]
+    if torch is not None:
+        tps = [torch.tensor(W0, requires_grad=True), torch.tensor(B0, requires_grad=True)]
+        topt = getattr(torch.optim, torch_name)(tps, **torch_kwargs(kwargs))
+    for step in range(STEPS):
+        opt.zero_grad()
+        sg_linear_step(w, b, device)
+        opt.step()
+        ps = [ref(p, g, st, **ref_kwargs) for p, g, st in zip(ps, ref_grads(*ps), states)]
+        for name, got, want in zip("wb", (w, b), ps):
+            np.testing.assert_allclose(got.numpy(), want, rtol=2e-5, atol=2e-6, err_msg=f"{name} step {step}")
+        if torch is not None:
+            topt.zero_grad()
+            ((torch.tensor(X) @ tps[0] + tps[1] - torch.tensor(Y)) ** 2).mean().backward()
+            topt.step()
+            for name, got, want in zip("wb", (w, b), tps):
+                np.testing.assert_allclose(got.numpy(), want.detach().numpy(), rtol=2e-5, atol=2e-6, err_msg=name)
+    if isinstance(opt, optim.Adam):
+        assert opt.t.item() == STEPS
+
+
+def test_adam_bias_correction_is_accurate(device: str) -> None:
+    """1 - b2**t for b2 = 0.999 cancels in float32; the step counter path must keep it to a few ulps."""
+    t = Tensor(np.arange(1, 2001, dtype=np.float32), device=device)
+    got = optim._one_minus_pow(0.999, t).numpy()
+    np.testing.assert_allclose(got, -np.expm1(np.arange(1, 2001) * np.log(0.999)), rtol=3e-6)
+
+
+def test_step_is_one_schedule(device: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    w, b = Tensor(W0, device=device), Tensor(B0, device=device)
+    opt = optim.Adam([w, b], lr=0.01)
+    sg_linear_step(w, b, device)
+    calls: list[list[Tensor]] = []
+    real = Tensor.corealize
+    monkeypatch.setattr(Tensor, "corealize", staticmethod(lambda ts: calls.append(list(ts)) or real(ts)))
+    opt.step()
+    assert len(calls) == 1
+    assigned = [w, b, opt.t, *opt.m, *opt.v]
+    assert {id(t) for t in calls[0]} == {id(t) for t in assigned}
+    assert all(t.lazydata.realized is not None for t in assigned)
+
+
+def test_params_without_grad_are_skipped(device: str) -> None:
+    used, unused = Tensor([1.0, 2.0], device=device), Tensor([3.0, 4.0], device=device)
+    frozen = Tensor([5.0], device=device, requires_grad=False)
+    opt = optim.SGD([used, unused, used, frozen], lr=0.5, momentum=0.9)
+    assert opt.params == [used, unused] and used.requires_grad and unused.requires_grad
+    (used * used).sum().backward()
+    assert unused.grad is None
+    opt.step()
+    np.testing.assert_allclose(used.numpy(), [0.0, 0.0])
+    np.testing.assert_allclose(unused.numpy(), [3.0, 4.0])
+    np.testing.assert_allclose(opt.b[1].numpy(), [0.0, 0.0])  # its momentum did not move either
+
+
+def test_zero_grad(device: str) -> None:
+    w = Tensor([1.0, 2.0], device=device)
+    opt = optim.Adam([w])
+    (w * 3).sum().backward()
+    assert w.grad is not None
+    opt.zero_grad()
+    assert w.grad is None
+    opt.step()  # NOTE: nothing has a grad: no update, and the step counter stays put
+    np.testing.assert_allclose(w.numpy(), [1.0, 2.0])
+    assert opt.t.item() == 0
+
+
+@pytest.mark.parametrize("max_norm", [0.5, 100.0], ids=["clip", "no_clip"])
+def test_clip_grad_norm(device: str, max_norm: float) -> None:
+    rng = np.random.default_rng(1)
+    g1, g2 = rng.standard_normal((3, 4)).astype(np.float32), rng.standard_normal(5).astype(np.float32)
+    a, b, c = (Tensor(np.ones(shape, np.float32), device=device) for shape in ((3, 4), 5, 1))
+    a.grad, b.grad = Tensor(g1, device=device), Tensor(g2, device=device)
+    total = optim.clip_grad_norm_([a, b, c], max_norm)
+    norm = math.sqrt(float((g1.astype(np.float64) ** 2).sum() + (g2.astype(np.float64) ** 2).sum()))
+    coef = min(1.0, max_norm / (norm + 1e-6))
+    np.testing.assert_allclose(total.item(), norm, rtol=1e-6)
+    np.testing.assert_allclose(a.grad.numpy(), g1 * coef, rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(b.grad.numpy(), g2 * coef, rtol=1e-6, atol=1e-7)
+    assert c.grad is None
+    if torch is not None:
+        tps = [torch.ones(3, 4, requires_grad=True), torch.ones(5, requires_grad=True)]
+        tps[0].grad, tps[1].grad = torch.tensor(g1), torch.tensor(g2)
+        np.testing.assert_allclose(total.item(), torch.nn.utils.clip_grad_norm_(tps, max_norm).item(), rtol=1e-6)
+        np.testing.assert_allclose(a.grad.numpy(), tps[0].grad.numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_lr_tensor_changes_the_update(device: str) -> None:
+    w = Tensor([1.0], device=device)
+    opt = optim.SGD([w], lr=0.1)
+    lr = opt.lr
+    sched = optim.StepLR(opt, step_size=1, gamma=0.5)
+    for want_lr, want_w in [(0.1, 0.9), (0.05, 0.85), (0.025, 0.825)]:
+        assert opt.lr.item() == pytest.approx(want_lr) and sched.get_lr() == pytest.approx(want_lr)
+        opt.zero_grad()
+        w.sum().backward()
+        opt.step()
+        np.testing.assert_allclose(w.numpy(), [want_w], rtol=1e-6)
+        sched.step()
+    assert opt.lr is lr and opt.lr.lazydata.realized is not None  # NOTE: assigned, not replaced: a JIT sees it
+
+
+@pytest.mark.parametrize("case", [CASES[3], CASES[7]], ids=[CASES[3][0], CASES[7][0]])
+def test_jit_replayed_step_with_schedule(device: str, case: tuple) -> None:
+    """A captured step replays with the current params, state, step counter and scheduled lr (all assigned in place)."""
+    _, make, ref, torch_name, kwargs = case
+    w, b = Tensor(W0, device=device), Tensor(B0, device=device)
+    opt = make([w, b], **kwargs)
+    sched = optim.LinearWarmup(opt, 2, after=optim.CosineAnnealingLR(opt, 6))
+    x, y = Tensor(X, device=device), Tensor(Y, device=device)
+
+    @TinyJit
+    def train_step(x: Tensor, y: Tensor) -> Tensor:
+        opt.zero_grad()
+        loss = ((x @ w + b - y) ** 2).mean()
+        loss.backward()
+        opt.step()
+        return loss.realize()
+
+    ref_kwargs = kwargs | ({"w": True, "weight_decay": kwargs["weight_decay"]} if torch_name == "AdamW" else {})
+    ps, states = [W0.astype(np.float64), B0.astype(np.float64)], [{}, {}]
+    for step in range(8):
+        train_step(x, y)
+        ps = [ref(p, g, st, **(ref_kwargs | {"lr": sched.get_lr()})) for p, g, st in zip(ps, ref_grads(*ps), states)]
+        sched.step()
+        for name, got, want in zip("wb", (w, b), ps):
+            np.testing.assert_allclose(got.numpy(), want, rtol=2e-5, atol=2e-6, err_msg=f"{name} step {step}")
+    assert train_step.cnt == 8
+
+
+# ***** lr schedules: (name, specgrad schedule, reference lr(epoch) for base lr 0.1, torch schedule or None) *****
+
+
+def ref_warmup(e: int, w: int, after: Callable[[int], float] = lambda e: 0.1) -> float:
+    return 0.1 * (1 / w + (1 - 1 / w) * e / w) if e < w else after(e - w)
+
+
+def ref_cosine(e: int, t_max: int = 6, eta_min: float = 0.01) -> float:
+    return eta_min + (0.1 - eta_min) * (1 + math.cos(math.pi * e / t_max)) / 2
+
+
+def lrs() -> Any:
+    """torch.optim.lr_scheduler (called only where torch imports)."""
+    return torch.optim.lr_scheduler
+
+
+def torch_warmup_cosine(o: Any) -> Any:
+    lin, cos = lrs().LinearLR(o, start_factor=1 / 4, total_iters=4), lrs().CosineAnnealingLR(o, 6, eta_min=0.01)
+    return lrs().SequentialLR(o, [lin, cos], milestones=[4])
+
+
+SCHEDULES: list[tuple[str, Callable, Callable[[int], float], Callable | None]] = [
+    ("constant", optim.Constant, lambda e: 0.1, None),
+    (
+        "step",
+        lambda o: optim.StepLR(o, 3, gamma=0.5),
+        lambda e: 0.1 * 0.5 ** (e // 3),
+        lambda o: lrs().StepLR(o, 3, gamma=0.5),
+    ),
+    (
+        "exponential",
+        lambda o: optim.ExponentialLR(o, 0.8),
+        lambda e: 0.1 * 0.8**e,
+        lambda o: lrs().ExponentialLR(o, 0.8),
+    ),
+    (
+        "cosine",
+        lambda o: optim.CosineAnnealingLR(o, 6, 0.01),
+        ref_cosine,
+        lambda o: lrs().CosineAnnealingLR(o, 6, 0.01),
+    ),
+    (
+        "warmup",
+        lambda o: optim.LinearWarmup(o, 4),
+        lambda e: ref_warmup(e, 4),
+        lambda o: lrs().LinearLR(o, 1 / 4, total_iters=4),
+    ),
+    (
+        "warmup_cosine",
+        lambda o: optim.LinearWarmup(o, 4, after=optim.CosineAnnealingLR(o, 6, 0.01)),
+        lambda e: ref_warmup(e, 4, ref_cosine),
+        torch_warmup_cosine,
+    ),
+]
+
+
+@pytest.mark.parametrize("case", SCHEDULES, ids=[c[0] for c in SCHEDULES])
+def test_schedule(case: tuple) -> None:
+    _, make, ref, torch_make = case
+    opt = optim.SGD([Tensor([0.0])], lr=0.1)
+    sched = make(opt)
+    got = [sched.get_lr()]
+    assert opt.lr.item() == pytest.approx(got[0], rel=1e-6)
+    for _ in range(11):
+        sched.step()
+        got.append(sched.get_lr())
+        assert opt.lr.item() == pytest.approx(got[-1], rel=1e-6)
+    np.testing.assert_allclose(got, [ref(e) for e in range(12)], rtol=1e-12)
+    if torch is not None and torch_make is not None:
+        topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+        tsched = torch_make(topt)
+        want = [tsched.get_last_lr()[0]]
+        for _ in range(11):
+            topt.step()
+            tsched.step()
+            want.append(tsched.get_last_lr()[0])
+        np.testing.assert_allclose(got, want, rtol=1e-9)

@@ -1,0 +1,57 @@
+"""Tensor.assign writes into the existing buffer, and every value still reading the old contents sees them."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from specgrad import Tensor
+
+
+def test_assign_keeps_the_buffer(device: str) -> None:
+    w = Tensor(np.arange(6, dtype=np.float32), device=device).realize()
+    buf = w.lazydata.base.realized
+    for _ in range(3):
+        w.assign(w * 2 - 1).realize()
+    assert w.lazydata.base.realized is buf
+    np.testing.assert_equal(w.numpy(), ((np.arange(6) * 2 - 1) * 2 - 1) * 2 - 1)
+
+
+def test_readers_of_the_old_value_run_before_the_write(device: str) -> None:
+    w = Tensor(np.arange(4, dtype=np.float32), device=device).realize()
+    old_times_two = w * 2  # lazy: reads the buffer w is about to overwrite
+    w.assign(w + 10).realize()
+    np.testing.assert_equal(old_times_two.numpy(), np.arange(4) * 2)
+    np.testing.assert_equal(w.numpy(), np.arange(4) + 10)
+
+
+def test_assign_of_a_permuted_read_is_correct(device: str) -> None:
+    w = Tensor(np.arange(6, dtype=np.float32).reshape(2, 3), device=device).realize()
+    buf = w.lazydata.base.realized
+    w.assign(w.flip(1) + w).realize()
+    assert w.lazydata.base.realized is buf
+    np.testing.assert_equal(w.numpy(), np.arange(6).reshape(2, 3)[:, ::-1] + np.arange(6).reshape(2, 3))
+
+
+def test_one_kernel_reading_old_and_new_values(device: str) -> None:
+    w = Tensor(np.ones(3, dtype=np.float32), device=device).realize()
+    old = w * 3
+    w.assign(w + 1)
+    both = old + w  # reads the old contents (through old) and the new (through w) in one kernel
+    np.testing.assert_equal(both.numpy(), np.full(3, 5.0))
+    np.testing.assert_equal(w.numpy(), np.full(3, 2.0))
+
+
+def test_assign_on_unrealized_tensor_is_plain_replacement(device: str) -> None:
+    w = Tensor.ones(3, device=device) * 2
+    w.assign(w + 1)
+    np.testing.assert_equal(w.numpy(), np.full(3, 3.0))
+
+
+def test_inplace_operators(device: str) -> None:
+    w = Tensor(np.ones(3, dtype=np.float32), device=device).realize()
+    buf = w.lazydata.base.realized
+    w += 2
+    w *= 3
+    w.realize()
+    assert w.lazydata.base.realized is buf
+    np.testing.assert_equal(w.numpy(), np.full(3, 9.0))
