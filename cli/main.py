@@ -5,10 +5,12 @@ Exit codes: 0 success, 1 invalid spec or data, 2 bad command line (typer), 3 env
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
 from specgrad.cli.demo import demo
+from specgrad.cli.validate import validate
 
 from specgrad import __version__
 from specgrad.device import DeviceUnavailable
@@ -49,6 +51,25 @@ def demo_command(
     except DeviceUnavailable as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(3) from None
+
+
+@app.command("validate")
+def validate_command(
+    spec: Annotated[Path, typer.Argument(help="the spec file (YAML)")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the summary or the errors as JSON")] = False,
+) -> None:
+    """Check a spec without running anything: every problem with file:line:col, or a summary of the model."""
+    validate(spec, as_json)
+
+
+@app.command("schema")
+def schema_command() -> None:
+    """Print the JSON Schema of a spec (for editors: completion and hover help)."""
+    import json
+
+    from specgrad.spec.jsonschema import spec_json_schema
+
+    typer.echo(json.dumps(spec_json_schema(), indent=2))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,1 @@
+"""Specs: YAML model descriptions, from located text (loader.py) to checked models; one error type (errors.py)."""

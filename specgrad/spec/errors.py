@@ -1,0 +1,49 @@
+"""The one error type of spec/: problems located at file:line:col, in plain words for people who do not program.
+Imports nothing from specgrad."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Location:
+    """A place in a spec file: line and col are 1-based, col counts characters (not bytes)."""
+
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec, where it is, and optionally how to fix it."""
+
+    message: str
+    loc: Location | None = None
+    hint: str | None = None
+
+    def __str__(self) -> str:
+        head = f"{self.loc}: error: {self.message}" if self.loc is not None else f"error: {self.message}"
+        return head if self.hint is None else f"{head}\n  hint: {self.hint}"
+
+
+class SpecError(Exception):
+    """A spec cannot be used; carries at least one Problem, printed one per line."""
+
+    def __init__(self, problems: Problem | Iterable[Problem]) -> None:
+        self.problems: list[Problem] = [problems] if isinstance(problems, Problem) else list(problems)
+        if not self.problems:
+            raise ValueError("SpecError needs at least one Problem")
+        super().__init__(self.problems)
+
+    def __str__(self) -> str:
+        return "\n".join(str(p) for p in self.problems)
+
+    @classmethod
+    def at(cls, loc: Location | None, message: str, hint: str | None = None) -> SpecError:
+        return cls([Problem(message, loc, hint)])

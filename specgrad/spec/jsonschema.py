@@ -1,0 +1,62 @@
+"""The spec's JSON Schema, generated from the same definitions the validator uses (`specgrad schema` prints it;
+editors use it for completion and hover help). Imports spec.schema, spec.layers and spec.validate.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from specgrad.spec.layers import LAYERS
+from specgrad.spec.schema import Field, Section
+from specgrad.spec.validate import TOP
+
+SCHEMA_ID = "urn:specgrad:spec:1"
+_TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "boolean", "list": "array", "map": "object"}
+
+
+def field_schema(f: Field) -> dict[str, Any]:
+    ret: dict[str, Any] = {"description": f.description}
+    if f.kind in _TYPES:
+        ret["type"] = _TYPES[f.kind]
+    if not f.required and f.default is not None:
+        ret["default"] = f.default
+    if f.min is not None:
+        ret["minimum"] = f.min
+    if f.max is not None:
+        ret["maximum"] = f.max
+    if f.choices is not None:
+        ret["enum"] = list(f.choices)
+    if f.item is not None:
+        ret["items"] = field_schema(f.item)
+    if f.section is not None:
+        ret.update(section_schema(f.section))
+    return ret
+
+
+def section_schema(section: Section) -> dict[str, Any]:
+    return {"type": "object", "additionalProperties": False,
+            "properties": {k: field_schema(f) for k, f in section.fields.items()},
+            "required": [k for k, f in section.fields.items() if f.required]}  # fmt: skip
+
+
+def layer_schema() -> dict[str, Any]:
+    """A model entry: a bare layer name, or {name: arguments} (or {name: shorthand value})."""
+    bare = [name for name, d in LAYERS.items() if not any(f.required for f in d.entry.args.fields.values())]
+    options: list[dict[str, Any]] = [{"type": "string", "enum": bare}]
+    for name, d in LAYERS.items():
+        args = section_schema(d.entry.args)
+        value: dict[str, Any] = args if d.entry.shorthand is None else {
+            "anyOf": [args, field_schema(d.entry.args.fields[d.entry.shorthand])]}  # fmt: skip
+        if name in bare:
+            value = {"anyOf": [value, {"type": "null"}]}
+        options.append({"type": "object", "description": d.entry.description, "additionalProperties": False,
+                        "minProperties": 1, "maxProperties": 1, "properties": {name: value}})  # fmt: skip
+    return {"anyOf": options}
+
+
+def spec_json_schema() -> dict[str, Any]:
+    ret = section_schema(TOP)
+    ret["properties"]["model"]["items"] = layer_schema()
+    ret["properties"]["model"]["minItems"] = 1
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, "title": "specgrad spec",
+            "description": TOP.description, **ret}  # fmt: skip

@@ -1,0 +1,162 @@
+"""`specgrad validate`: example specs pass with a summary; bad specs give every problem with its exact line:col."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from specgrad.cli.main import app
+from typer.testing import CliRunner
+
+from specgrad.spec.errors import SpecError
+from specgrad.spec.validate import validate_file
+
+ROOT = Path(__file__).resolve().parents[2]
+SPECS = sorted((ROOT / "specs").glob("*.yaml"))
+runner = CliRunner()
+
+GOOD = """\
+specgrad: 1
+name: tiny
+input: {shape: [1, 8, 8]}
+model:
+  - flatten
+  - linear: 10
+"""
+
+
+@pytest.mark.parametrize("spec", SPECS, ids=lambda p: p.name)
+def test_every_example_spec_validates(spec: Path) -> None:
+    result = runner.invoke(app, ["validate", str(spec)])
+    assert result.exit_code == 0, result.output
+    assert "valid;" in result.output and "parameters" in result.output
+
+
+def test_summary_numbers(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text(GOOD)
+    spec = validate_file(path)
+    assert [r.out_shape for r in spec.rows] == [(64,), (10,)]
+    assert spec.params == 64 * 10 + 10 and spec.batch_size == 32
+    out = json.loads(runner.invoke(app, ["validate", str(path), "--json"]).output)
+    assert out["valid"] and out["params"] == 650 and out["layers"][1]["output_shape"] == [10]
+
+
+def problems_of(tmp_path: Path, text: str) -> list[str]:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(SpecError) as e:
+        validate_file(path)
+    return [str(p).replace(str(path), "bad.yaml") for p in e.value.problems]
+
+
+# (name, spec text, the expected problems: "line:col: error: ..." prefixes, in order)
+BAD = [
+    (
+        "unknown top key",
+        GOOD + "modle: []\n",
+        ["7:1: error: unknown key 'modle' at the top level\n  hint: did you mean 'model'?"],
+    ),
+    ("missing name", GOOD.replace("name: tiny\n", ""), ["1:1: error: the spec needs the key 'name'"]),
+    ("bad version", GOOD.replace("specgrad: 1", "specgrad: 2"), ["1:11: error: specgrad must be one of 1; got '2'"]),
+    (
+        "number as name",
+        GOOD.replace("name: tiny", "name: 3.10"),
+        ["2:7: error: name must be text, got '3.10'\n  hint: 3.10 was read as a number; put it in quotes"],
+    ),
+    (
+        "yes as bool",
+        GOOD + "data: {source: digits, shuffle: yes}\n",
+        ["7:33: error: data.shuffle must be true or false, got 'yes'\n  hint: YAML 1.2 reads yes/no/on/off as text"],
+    ),
+    ("inf lr", GOOD + "train: {lr: .inf}\n", ["7:13: error: train.lr must be a finite number, got '.inf'"]),
+    ("negative epochs", GOOD + "train: {epochs: -3}\n", ["7:17: error: train.epochs must be between 1 and 1000000"]),
+    (
+        "typo in choice",
+        GOOD + "train: {optimizer: adma}\n",
+        ["7:20: error: train.optimizer must be one of sgd, adam, adamw; got 'adma'\n  hint: did you mean 'adam'?"],
+    ),
+    (
+        "unknown layer",
+        GOOD.replace("- flatten", "- flaten"),
+        ["5:5: error: unknown layer 'flaten' in model[0]\n  hint: did you mean 'flatten'?"],
+    ),
+    (
+        "typo in layer argument",
+        GOOD.replace("linear: 10", "linear: {out: 10, bais: false}"),
+        ["6:23: error: unknown key 'bais' in model[1].linear\n  hint: did you mean 'bias'?"],
+    ),
+    (
+        "string where int",
+        GOOD.replace("linear: 10", "linear: ten"),
+        ["6:13: error: model[1].linear.out must be a whole number, got 'ten'"],
+    ),
+    ("zero width", GOOD.replace("linear: 10", "linear: 0"), ["6:13: error: model[1].linear.out must be between 1"]),
+    (
+        "shape mismatch",
+        GOOD.replace("- flatten", "- flatten\n  - conv2d: {out: 4, kernel: 3}"),
+        [
+            "6:5: error: layer 1 (conv2d) cannot take shape [64] from layer 0 (flatten, line 5): it needs a (channels, "
+            "height, width) input"
+        ],
+    ),
+    (
+        "window too big",
+        GOOD.replace("- flatten", "- maxpool: 9"),
+        ["5:5: error: layer 0 (maxpool) cannot take shape [1, 8, 8] from the input (line 3): it a 9x9 window does not"],
+    ),
+    ("empty model", GOOD.split("model:")[0] + "model: []\n", ["4:8: error: model needs at least one layer"]),
+    (
+        "layer written wrong",
+        GOOD.replace("- flatten", "- {flatten: 1, relu: 2}"),
+        ["5:5: error: model[0] must be a layer name or 'name: arguments', got a mapping"],
+    ),
+    (
+        "absurd size",
+        GOOD.replace("linear: 10", "linear: 100000\n  - linear: 100000"),
+        ["5:3: error: one training step needs about"],
+    ),
+]
+
+
+@pytest.mark.parametrize("name, text, expected", BAD, ids=[b[0] for b in BAD])
+def test_bad_spec_reports_each_problem_where_it_is(tmp_path: Path, name: str, text: str, expected: list[str]) -> None:
+    got = problems_of(tmp_path, text)
+    assert len(got) == len(expected), got
+    for g, e in zip(got, expected):
+        assert g.startswith("bad.yaml:" + e), f"{g!r} does not start with {e!r}"
+
+
+def test_all_problems_of_a_stage_in_one_run(tmp_path: Path) -> None:
+    text = GOOD.replace("- flatten", "- flaten").replace("name: tiny", "name: tiny\nsed: 1") + "train: {lr: -1}\n"
+    got = problems_of(tmp_path, text)
+    assert [g.split(": error")[0] for g in got] == ["bad.yaml:3:1", "bad.yaml:6:5", "bad.yaml:8:13"]
+
+
+def test_cli_exit_codes_and_no_traceback(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(GOOD.replace("linear: 10", "linear: ten"))
+    result = runner.invoke(app, ["validate", str(bad)])
+    assert result.exit_code == 1 and "must be a whole number" in result.output and "Traceback" not in result.output
+    missing = runner.invoke(app, ["validate", str(tmp_path / "nope.yaml")])
+    assert missing.exit_code == 1 and "Traceback" not in missing.output
+    errors = json.loads(runner.invoke(app, ["validate", str(bad), "--json"]).output)["errors"]
+    assert errors[0]["line"] == 6 and errors[0]["col"] == 13
+
+
+def test_json_schema_accepts_every_example_and_rejects_typos() -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from specgrad.spec.jsonschema import spec_json_schema
+    from specgrad.spec.loader import load_yaml
+
+    schema = spec_json_schema()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for spec in SPECS:
+        jsonschema.validate(load_yaml(spec).to_plain(), schema)
+    bad = load_yaml(SPECS[0]).to_plain()
+    bad["model"].append({"linera": 3})
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(bad, schema)
+    printed = json.loads(runner.invoke(app, ["schema"]).output)
+    assert printed == schema
