@@ -160,3 +160,11 @@ def test_json_schema_accepts_every_example_and_rejects_typos() -> None:
         jsonschema.validate(bad, schema)
     printed = json.loads(runner.invoke(app, ["schema"]).output)
     assert printed == schema
+
+
+def test_docs_spec_reference_is_current() -> None:
+    from specgrad.spec.reference import render_reference
+
+    assert render_reference() in (ROOT / "docs" / "spec.md").read_text(), (
+        "docs/spec.md is stale: regenerate its reference section with specgrad.spec.reference.render_reference()"
+    )
