@@ -56,10 +56,11 @@ def demo_command(
 @app.command("validate")
 def validate_command(
     spec: Annotated[Path, typer.Argument(help="the spec file (YAML)")],
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary or the errors as JSON")] = False,
 ) -> None:
     """Check a spec without running anything: every problem with file:line:col, or a summary of the model."""
-    validate(spec, as_json)
+    validate(spec, overrides or [], as_json)
 
 
 @app.command("schema")

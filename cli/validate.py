@@ -32,28 +32,34 @@ def _bytes(n: int) -> str:
 
 def summary_table(spec: ValidSpec) -> Table:
     table = Table(title=f"{spec.values['name']} ({spec.path})", title_justify="left")
-    for col in ("#", "layer", "output shape", "params", "FLOPs", "activations"):
-        table.add_column(col, justify="right" if col not in ("layer", "output shape") else "left")
-    for r in spec.rows:
-        act = 4 * spec.batch_size * prod(r.out_shape)
-        table.add_row(str(r.index), r.name, str(list(r.out_shape)), f"{r.params:,}", _size(r.flops), _bytes(act))
+    for col in ("#", "node", "layer", "output shape", "params", "FLOPs", "activations"):
+        table.add_column(col, justify="right" if col in ("#", "params", "FLOPs", "activations") else "left")
+    for name, (shape, dtype) in spec.inputs.items():
+        table.add_row("", name, f"input ({dtype})", str(list(shape)), "", "", "")
+    for i, s in enumerate(spec.steps):
+        act = 4 * spec.batch_size * prod(s.out_shape)
+        node = "" if s.name.isdigit() else s.name
+        table.add_row(str(i), node, s.what, str(list(s.out_shape)), f"{s.params:,}", _size(s.flops), _bytes(act))
     table.add_section()
-    table.add_row("", "total", f"batch {spec.batch_size}", f"{spec.params:,}", _size(spec.flops_per_example),
+    table.add_row("", "total", f"batch {spec.batch_size}", "", f"{spec.params:,}", _size(spec.flops_per_example),
                   _bytes(spec.activation_bytes))  # fmt: skip
     return table
 
 
 def summary_json(spec: ValidSpec) -> dict:
-    layers = [{"index": r.index, "layer": r.name, "line": r.loc.line, "input_shape": list(r.in_shape),
-               "output_shape": list(r.out_shape), "params": r.params, "flops": r.flops} for r in spec.rows]  # fmt: skip
-    return {"valid": True, "name": spec.values["name"], "layers": layers, "params": spec.params,
+    steps = [{"node": s.name, "layer": s.what, "kind": s.kind, "file": s.loc.file, "line": s.loc.line,
+              "input_shapes": [list(x) for x in s.in_shapes], "output_shape": list(s.out_shape), "params": s.params,
+              "flops": s.flops} for s in spec.steps]  # fmt: skip
+    inputs = {k: {"shape": list(shape), "dtype": dtype} for k, (shape, dtype) in spec.inputs.items()}
+    return {"valid": True, "name": spec.values["name"], "inputs": inputs, "steps": steps,
+            "outputs": list(spec.outputs), "params": spec.params,
             "flops_per_example": spec.flops_per_example, "step_flops": spec.step_flops,
             "activation_bytes": spec.activation_bytes, "batch_size": spec.batch_size}  # fmt: skip
 
 
-def validate(spec: Path, as_json: bool) -> None:
+def validate(spec: Path, overrides: list[str], as_json: bool) -> None:
     try:
-        result = validate_file(spec)
+        result = validate_file(spec, overrides)
     except SpecError as e:
         if as_json:
             problems = [{"file": p.loc.file if p.loc else None, "line": p.loc.line if p.loc else None,

@@ -45,23 +45,82 @@ BUILDERS: dict[str, Callable[[Shape, dict[str, Any]], Layer]] = {
     "batchnorm": _batchnorm,
     "layernorm": lambda shape, a: nn.LayerNorm(shape[-1], eps=a["eps"]),
     "embedding": lambda shape, a: nn.Embedding(a["vocab"], a["dim"]),
+    "self_attention": lambda shape, a: nn.MultiHeadAttention(shape[1], a["heads"], dropout=a["dropout"],
+                                                             causal=a["causal"]),
+    "mlp": lambda shape, a: MLP(shape[-1], a["hidden"], a["activation"]),
+    "positional": lambda shape, a: Positional(*shape),
     **{name: _activation(name) for name in ACTIVATIONS},
 }  # fmt: skip
 
 
-class SequentialModel:
-    """The spec's layers applied in order to a batch; its parameters are the layers' tensors."""
+class MLP:
+    """linear -> activation -> linear on the last axis, back to the input width."""
 
-    def __init__(self, layers: list[Layer]):
-        self.layers = layers
+    def __init__(self, width: int, hidden: int, activation: str):
+        self.fc1, self.fc2, self.activation = nn.Linear(width, hidden), nn.Linear(hidden, width), activation
 
     def __call__(self, x: Tensor) -> Tensor:
-        for layer in self.layers:
-            x = layer(x)
-        return x
+        return self.fc2(getattr(self.fc1(x), self.activation)())
 
 
-def build_model(spec: ValidSpec, seed: int | None = None) -> SequentialModel:
+class Positional:
+    """A learned vector per position, added to a (batch, sequence, features) input."""
+
+    def __init__(self, length: int, width: int):
+        self.weight = Tensor.normal(length, width, std=0.02, requires_grad=True)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return x + self.weight
+
+
+class Model:
+    """A spec's model: each step (a layer or an op) applied to the values it takes, in order. Call it with the inputs
+    in the order the spec names them; it returns the output, or a tuple of outputs."""
+
+    def __init__(self, steps: list[tuple[str, Layer | None, str, tuple[str, ...]]], inputs: tuple[str, ...],
+                 outputs: tuple[str, ...], axes: dict[str, int]):  # fmt: skip
+        self.steps = [(name, layer) for name, layer, _, _ in steps]  # NOTE: the layers, for get_parameters
+        self._plan = [(name, layer, op, srcs) for name, layer, op, srcs in steps]
+        self.input_names, self.output_names, self._axes = inputs, outputs, axes
+
+    def __call__(self, *xs: Tensor) -> Tensor | tuple[Tensor, ...]:
+        if len(xs) != len(self.input_names):
+            raise ValueError(f"the model takes {len(self.input_names)} inputs ({', '.join(self.input_names)}), "
+                             f"got {len(xs)}")  # fmt: skip
+        env: dict[str, Tensor] = dict(zip(self.input_names, xs))
+        for name, layer, op, srcs in self._plan:
+            args = [env[s] for s in srcs]
+            env[name] = layer(args[0]) if layer is not None else _OPS[op](args, self._axes.get(name, -1))
+        outs = tuple(env[o] for o in self.output_names)
+        return outs[0] if len(outs) == 1 else outs
+
+
+def _sum(xs: list[Tensor], axis: int) -> Tensor:
+    ret = xs[0]
+    for x in xs[1:]:
+        ret = ret + x
+    return ret
+
+
+def _prod(xs: list[Tensor], axis: int) -> Tensor:
+    ret = xs[0]
+    for x in xs[1:]:
+        ret = ret * x
+    return ret
+
+
+# NOTE: a per-example axis becomes a batch axis one further; negative axes count from the end either way
+_OPS: dict[str, Callable[[list[Tensor], int], Tensor]] = {
+    "add": _sum,
+    "mul": _prod,
+    "concat": lambda xs, axis: xs[0].cat(*xs[1:], dim=axis + 1 if axis >= 0 else axis),
+}
+
+
+def build_model(spec: ValidSpec, seed: int | None = None) -> Model:
     """Fresh layers for a validated spec, initialised from its seed."""
     Tensor.manual_seed(spec.values["seed"] if seed is None else seed)
-    return SequentialModel([BUILDERS[r.name](r.in_shape, r.args) for r in spec.rows])
+    steps = [(s.name, BUILDERS[s.what](s.in_shapes[0], s.args) if s.kind == "layer" else None, s.what, s.srcs)
+             for s in spec.steps]  # fmt: skip
+    axes = {s.name: s.args["axis"] for s in spec.steps if s.kind == "op" and "axis" in s.args}
+    return Model(steps, tuple(spec.inputs), spec.outputs, axes)

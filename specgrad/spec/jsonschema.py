@@ -30,6 +30,8 @@ def field_schema(f: Field) -> dict[str, Any]:
         ret["items"] = field_schema(f.item)
     if f.section is not None:
         ret.update(section_schema(f.section))
+    if f.kind in ("int", "float", "bool"):  # NOTE: a value may be a variable or arithmetic over them: "4 * $d"
+        return {"description": f.description, "anyOf": [ret, {"type": "string", "pattern": "\\$"}]}
     return ret
 
 

@@ -40,7 +40,8 @@ def _spatial(in_hw: tuple[int, ...], k: tuple[int, ...], s: tuple[int, ...], p: 
              d: tuple[int, ...]) -> tuple[int, ...]:  # fmt: skip
     out = tuple((i + 2 * pp - dd * (kk - 1) - 1) // ss + 1 for i, kk, ss, pp, dd in zip(in_hw, k, s, p, d))
     if any(o <= 0 for o in out):
-        raise ShapeMismatch(f"a {'x'.join(map(str, k))} window does not fit an input of {'x'.join(map(str, in_hw))}")
+        window, size = "x".join(map(str, k)), "x".join(map(str, in_hw))
+        raise ShapeMismatch(f"needs a window that fits the input: {window} does not fit {size}")
     return out
 
 
@@ -94,6 +95,29 @@ def _reshape_infer(shape: Shape, a: dict) -> Shape:
     return new
 
 
+def _attention_infer(shape: Shape, a: dict) -> Shape:
+    _needs(shape, 2, "a (sequence, features) input")
+    if shape[1] % a["heads"]:
+        raise ShapeMismatch(f"needs features divisible by heads={a['heads']}, got {shape[1]}")
+    return shape
+
+
+def _attention_flops(i: Shape, o: Shape, a: dict) -> int:
+    t, c = i
+    return 2 * t * c * 4 * c + 4 * t * t * c  # NOTE: q, k, v and output projections, then scores and mixing
+
+
+def _sequence_infer(shape: Shape, a: dict) -> Shape:
+    _needs(shape, 2, "a (sequence, features) input")
+    return shape
+
+
+def _last_axis(shape: Shape, a: dict) -> Shape:
+    if not shape:
+        raise ShapeMismatch("needs at least one axis of features, got a scalar")
+    return shape
+
+
 KERNEL = Field("int", "window size (one number for a square window)", REQUIRED, min=1, max=1024)
 ACTIVATIONS = ("relu", "gelu", "tanh", "sigmoid", "silu", "softplus", "elu", "mish", "hardswish", "relu6")
 
@@ -145,6 +169,20 @@ LAYERS: dict[str, LayerDef] = {
             "vocab": _size("number of distinct tokens"),
             "dim": _size("length of each vector")})),
             _embedding_infer, lambda s, a: a["vocab"] * a["dim"], lambda i, o, a: 0),
+        LayerDef(Entry("self_attention", "multi-head self-attention over a (sequence, features) input",
+            Section("self_attention", "arguments", {
+                "heads": _size("number of attention heads (must divide the features)"),
+                "causal": Field("bool", "each position sees only itself and earlier ones", False),
+                "dropout": Field("float", "dropout on the attention weights while training", 0.0, min=0.0, max=1.0)})),
+            _attention_infer, lambda s, a: 4 * s[1] * s[1] + 4 * s[1], _attention_flops),
+        LayerDef(Entry("mlp", "two linear layers with an activation between, on the last axis", Section("mlp", "args", {
+            "hidden": _size("width of the hidden layer"),
+            "activation": Field("str", "the activation in between", "gelu", choices=ACTIVATIONS)})),
+            _last_axis, lambda s, a: 2 * s[-1] * a["hidden"] + a["hidden"] + s[-1],
+            lambda i, o, a: 4 * prod(i) * a["hidden"]),
+        LayerDef(Entry("positional", "adds a learned vector per position to a (sequence, features) input",
+            Section("positional", "no arguments")),
+            _sequence_infer, lambda s, a: prod(s)),
         *[_activation(n) for n in ACTIVATIONS],
     ]
 }  # fmt: skip

@@ -1,19 +1,23 @@
-"""Validate a spec in stages, reporting every problem of a stage with file:line:col: YAML, keys and types, ranges,
-the model's layers, then shapes through the whole model (nothing is allocated or run), then the budget.
+"""Validate a spec in stages, reporting every problem of a stage with file:line:col: YAML (with extends, --set and
+vars), keys, types and ranges of every section and layer, then shapes through the whole model (nothing is
+allocated or run), then the memory budget.
 
-Imports spec.errors, spec.loader, spec.schema and spec.layers.
+Imports spec.errors, spec.loader, spec.resolve, spec.schema, spec.layers and spec.graph.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from specgrad.helpers import prod
 from specgrad.spec.errors import Location, Problem, SpecError
-from specgrad.spec.layers import LAYERS, LayerDef, Shape, ShapeMismatch
-from specgrad.spec.loader import YNode, load_yaml
+from specgrad.spec.graph import BLOCK, Step, graph_nodes, infer, sequential_nodes
+from specgrad.spec.layers import Shape
+from specgrad.spec.loader import YNode
+from specgrad.spec.resolve import resolve
 from specgrad.spec.schema import REQUIRED, Field, Section, check_section, describe, did_you_mean, with_defaults
 
 FORMAT_VERSION = 1
@@ -25,12 +29,23 @@ INPUT = Section("input", "the shape of one example", {
                    item=Field("int", "an axis length", REQUIRED, min=1, max=1 << 20)),
     "dtype": Field("str", "element type", "float32", choices=DTYPES)})  # fmt: skip
 
+SOURCES = ("digits", "text", "csv", "npz", "spirals", "sine")
 DATA = Section("data", "where examples come from and how they are batched", {
-    "source": Field("str", "a bundled dataset", REQUIRED, choices=("digits",)),
+    "source": Field("str", "digits (bundled 8x8 images), text (characters of a text file), csv, npz, spirals or "
+                           "sine (generated)", REQUIRED, choices=SOURCES),
+    "path": Field("str", "the file for text, csv and npz sources (relative to the spec's folder)", None),
+    "corpus": Field("str", "a bundled text instead of a path, for the text source", None, choices=("sonnets",)),
+    "context": Field("int", "characters per example, for the text source", None, min=1, max=1 << 16),
+    "features": Field("list", "csv columns fed to the model", None, item=Field("str", "a column name")),
+    "target": Field("str", "the csv column (or npz array) the model learns to predict", None),
+    "samples": Field("int", "how many examples a generated source makes", 1000, min=1, max=10_000_000),
+    "noise": Field("float", "noise added by a generated source", 0.0, min=0.0, max=100.0),
     "valid_split": Field("float", "fraction of examples held out for validation", 0.2, min=0.0, max=0.9),
     "batch_size": Field("int", "examples per training step", 32, min=1, max=1 << 16),
     "shuffle": Field("bool", "shuffle the training examples every epoch", True),
     "normalize": Field("bool", "scale inputs by statistics of the training split", True)})  # fmt: skip
+# NOTE: which data keys each source needs (cross-field check)
+SOURCE_NEEDS = {"text": (("path", "corpus"), "context"), "csv": ("path", "target"), "npz": ("path",)}
 
 OPTIMIZER_NAMES = ("sgd", "adam", "adamw")
 EXPORTS = ("safetensors", "onnx", "c")
@@ -50,70 +65,83 @@ TOP = Section("spec", "a model, its data and its training recipe", {
     "name": Field("str", "a name for the model (used for run folders)", REQUIRED),
     "seed": Field("int", "seed for initial weights, data order and dropout", 0, min=0, max=2**32 - 1),
     "description": Field("str", "free text", None),
-    "input": Field("map", "the shape of one example", REQUIRED, section=INPUT),
-    "model": Field("list", "the layers, applied in order", REQUIRED),
+    "extends": Field("str", "a spec file to start from (relative to this file's folder); keys here are merged over it",
+                     None),
+    "vars": Field("map", "named values, used elsewhere as $name or in arithmetic such as 4 * $d", {}),
+    "input": Field("map", "the shape of one example (a model with one input)", None, section=INPUT),
+    "inputs": Field("map", "named inputs of a graph model: name -> {shape, dtype}", None),
+    "blocks": Field("map", "reusable pieces of graph: name -> {params, graph}", {}),
+    "model": Field("any", "a list of layers applied in order, or {graph: [nodes], outputs: [names]}", REQUIRED),
     "data": Field("map", "the data", None, section=DATA),
     "train": Field("map", "the training recipe", None, section=TRAIN),
     "export": Field("list", "formats written after training", [],
                     item=Field("str", "an export format", REQUIRED, choices=EXPORTS))})  # fmt: skip
 
 
-@dataclass(frozen=True)
-class LayerRow:
-    """One line of the summary: a layer with its arguments and what it does to the shape."""
-
-    index: int
-    name: str
-    args: dict[str, Any]
-    loc: Location
-    in_shape: Shape
-    out_shape: Shape
-    params: int
-    flops: int
+GRAPH_MODEL = Section("model", "a graph model", {
+    "graph": Field("list", "the nodes, each taking inputs or nodes above it", REQUIRED),
+    "outputs": Field("list", "the nodes whose values the model returns", REQUIRED,
+                     item=Field("str", "a node name"))})  # fmt: skip
 
 
 @dataclass(frozen=True)
 class ValidSpec:
-    """A spec that passed every stage: its values with defaults filled in, and the per-layer summary."""
+    """A spec that passed every stage: its values with defaults filled in, its inputs, and the expanded steps."""
 
     path: str
     values: dict[str, Any]
-    rows: tuple[LayerRow, ...]
+    inputs: dict[str, tuple[Shape, str]]  # name -> (shape of one example, dtype)
+    steps: tuple[Step, ...]
+    outputs: tuple[str, ...]
     batch_size: int
 
     @property
     def params(self) -> int:
-        return sum(r.params for r in self.rows)
+        return sum(s.params for s in self.steps)
 
     @property
     def flops_per_example(self) -> int:
-        return sum(r.flops for r in self.rows)
+        return sum(s.flops for s in self.steps)
 
     @property
     def activation_bytes(self) -> int:
         """Activations kept for backward in one training batch (float32)."""
-        return 4 * self.batch_size * sum(prod(r.out_shape) for r in self.rows)
+        return 4 * self.batch_size * sum(prod(s.out_shape) for s in self.steps)
 
     @property
     def step_flops(self) -> int:
         """Forward and backward of one batch (backward is about twice the forward)."""
         return 3 * self.batch_size * self.flops_per_example
 
+    def output_shape(self, name: str) -> Shape:
+        return next(s.out_shape for s in self.steps if s.name == name)
 
-def validate_file(path: str | Path) -> ValidSpec:
+
+def validate_file(path: str | Path, overrides: Sequence[str] = ()) -> ValidSpec:
     """Every problem of the first stage that has any, as one SpecError; otherwise the validated spec."""
-    root = load_yaml(path)
+    root = resolve(path, overrides)
+    if root.kind != "map":
+        raise SpecError([Problem(f"a spec is a mapping of keys like specgrad:, name:, model:, got {describe(root)}",
+                                 root.loc)])  # fmt: skip
     problems = check_section(root, TOP, "")
-    model = root.value.get("model") if root.kind == "map" else None
-    layers, layer_problems = _parse_layers(model) if model is not None and model.kind == "seq" else ([], [])
-    _raise(problems + layer_problems)
-    shape = tuple(root.value["input"].value["shape"].to_plain())
-    rows = _infer_shapes(layers, shape, root.value["input"].loc)
+    inputs, found = _inputs(root)
+    blocks, block_problems = _blocks(root.get("blocks"))
+    problems += found + block_problems
+    problems += _check_data(root.get("data"))
+    model = root.value.get("model")
+    nodes, outputs = [], ()
+    if model is not None:
+        nodes, outputs, found = _model(model, blocks, "inputs" in root.value)
+        problems += found
+    _raise(problems)
+    variables = root.get("vars").value if root.get("vars") is not None and root.get("vars").kind == "map" else {}
+    steps, shapes = infer(nodes, {k: (s, loc) for k, (s, _, loc) in inputs.items()}, blocks, variables)
+    outputs = outputs or (steps[-1].name,)
     values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)
               for k, f in TOP.fields.items()}  # fmt: skip
-    batch = values["data"]["batch_size"]
-    spec = ValidSpec(str(path), values, tuple(rows), batch)
-    _check_budget(spec, root.value["model"].loc)
+    spec = ValidSpec(str(path), values, {k: (s, d) for k, (s, d, _) in inputs.items()}, tuple(steps), outputs,
+                     values["data"]["batch_size"])  # fmt: skip
+    _check_budget(spec, model.loc)
     return spec
 
 
@@ -124,79 +152,69 @@ def _plain(root: YNode, key: str, f: Field) -> Any:
 
 def _raise(problems: list[Problem]) -> None:
     if problems:
-        raise SpecError(sorted(problems, key=lambda p: (p.loc.line, p.loc.col) if p.loc else (0, 0)))
+        raise SpecError(sorted(problems, key=lambda p: (p.loc.file, p.loc.line, p.loc.col) if p.loc else ("", 0, 0)))
 
 
-@dataclass(frozen=True)
-class _Layer:
-    name: str
-    layer: LayerDef
-    args: dict[str, Any]
-    loc: Location
+def _inputs(root: YNode) -> tuple[dict[str, tuple[Shape, str, Location]], list[Problem]]:
+    """name -> (shape, dtype, location): `input` (one, named 'input') or `inputs` (named), exactly one of them."""
+    one, named = root.get("input"), root.get("inputs")
+    if (one is None) == (named is None):
+        return {}, [Problem("the spec needs exactly one of input: (one input) or inputs: (named inputs of a graph)",
+                            root.loc)]  # fmt: skip
+    if one is not None:
+        return ({"input": _input(one)} if one.kind == "map" and not check_section(one, INPUT, "input") else {}), []
+    if named.kind != "map":
+        return {}, []
+    problems = [p for k, v in named.value.items() for p in check_section(v, INPUT, f"inputs.{k}")]
+    return ({k: _input(v) for k, v in named.value.items()} if not problems else {}), problems
 
 
-def _parse_layers(model: YNode) -> tuple[list[_Layer], list[Problem]]:
-    """Each entry is a layer name (`relu`), or a one-key mapping of the name to its arguments or shorthand value."""
-    problems: list[Problem] = []
-    layers: list[_Layer] = []
-    if not model.value:
-        return [], [Problem("model needs at least one layer", model.loc)]
-    for i, item in enumerate(model.value):
-        where = f"model[{i}]"
-        if item.kind == "scalar" and isinstance(item.value, str):
-            name, args_node = item.value, None
-        elif item.kind == "map" and len(item.value) == 1:
-            name, args_node = next(iter(item.value.items()))
-        else:
-            problems.append(Problem(f"{where} must be a layer name or 'name: arguments', got {describe(item)}",
-                                    item.loc, "write one layer per list item, e.g. '- linear: {out: 10}'"))  # fmt: skip
-            continue
-        if name not in LAYERS:
-            problems.append(
-                Problem(
-                    f"unknown layer '{name}' in {where}",
-                    item.loc,
-                    did_you_mean(name, list(LAYERS)) or f"known layers: {', '.join(LAYERS)}",
-                )
-            )
-            continue
-        layer = LAYERS[name]
-        args, arg_problems = _layer_args(layer, args_node, f"{where}.{name}", item.loc)
-        problems += arg_problems
-        layers.append(_Layer(name, layer, args, item.loc))
-    return layers, problems
+def _input(node: YNode) -> tuple[Shape, str, Location]:
+    values = with_defaults(node, INPUT)
+    return tuple(values["shape"]), values["dtype"], node.loc
 
 
-def _layer_args(layer: LayerDef, node: YNode | None, where: str, loc: Location) -> tuple[dict, list[Problem]]:
-    section: Section = layer.entry.args
-    if node is not None and node.kind == "scalar" and node.value is not None:
-        if layer.entry.shorthand is None:
-            return {}, [
-                Problem(
-                    f"{where} takes named arguments, got {describe(node)}",
-                    node.loc,
-                    f"write e.g. '{layer.entry.name}: {{...}}' with keys {', '.join(section.fields)}",
-                )
-            ]
-        node = YNode({layer.entry.shorthand: node}, node.loc, "map", key_locs={layer.entry.shorthand: node.loc})
-    if node is None or (node.kind == "scalar" and node.value is None):
-        node = YNode({}, loc, "map", key_locs={})
-    problems = check_section(node, section, where)
-    return (with_defaults(node, section) if not problems else {}), problems
+def _blocks(node: YNode | None) -> tuple[dict[str, YNode], list[Problem]]:
+    if node is None or node.kind != "map":
+        return {}, []
+    problems = [p for k, v in node.value.items() for p in check_section(v, BLOCK, f"blocks.{k}")]
+    return dict(node.value), problems
 
 
-def _infer_shapes(layers: list[_Layer], shape: Shape, input_loc: Location) -> list[LayerRow]:
-    rows, where_from = [], f"the input (line {input_loc.line})"
-    for i, layer in enumerate(layers):
-        try:
-            out = layer.layer.infer(shape, layer.args)
-        except ShapeMismatch as e:
-            raise SpecError([Problem(f"layer {i} ({layer.name}) cannot take shape {list(shape)} from {where_from}: "
-                                     f"it {e}", layer.loc)]) from None  # fmt: skip
-        rows.append(LayerRow(i, layer.name, layer.args, layer.loc, shape, out, layer.layer.params(shape, layer.args),
-                             layer.layer.flops(shape, out, layer.args)))  # fmt: skip
-        shape, where_from = out, f"layer {i} ({layer.name}, line {layer.loc.line})"
-    return rows
+def _model(model: YNode, blocks: dict[str, YNode], named: bool) -> tuple[list, tuple[str, ...], list[Problem]]:
+    if model.kind == "seq":
+        if not model.value:
+            return [], (), [Problem("model needs at least one layer", model.loc)]
+        if named:
+            return [], (), [Problem("a list of layers takes one input: use input:, or write the model as a graph",
+                                    model.loc)]  # fmt: skip
+        nodes, problems = sequential_nodes(model)
+        return nodes, (), problems
+    if model.kind != "map":
+        return [], (), [Problem(f"model must be a list of layers or a graph, got {describe(model)}", model.loc)]
+    problems = check_section(model, GRAPH_MODEL, "model")
+    if problems:
+        return [], (), problems
+    nodes, problems = graph_nodes(model.value["graph"], "model.graph", blocks)
+    # NOTE: a node with its own problem is still a node: no second error for an output naming it
+    names = {x.get("name").value for x in model.value["graph"].value if x.kind == "map" and x.get("name") is not None}
+    for out in model.value["outputs"].value:
+        if out.value not in names:
+            problems.append(Problem(f"output '{out.value}' is not a node of the graph", out.loc,
+                                    did_you_mean(str(out.value), list(names))))  # fmt: skip
+    return nodes, tuple(o.value for o in model.value["outputs"].value), problems
+
+
+def _check_data(node: YNode | None) -> list[Problem]:
+    """Cross-field: the keys the chosen source needs (one of a tuple of alternatives)."""
+    if node is None or node.kind != "map" or not isinstance((source := node.get("source")), YNode):
+        return []
+    problems = []
+    for need in SOURCE_NEEDS.get(str(source.value), ()):
+        options = need if isinstance(need, tuple) else (need,)
+        if not any(o in node.value for o in options):
+            problems.append(Problem(f"data with source: {source.value} needs {' or '.join(options)}", source.loc))
+    return problems
 
 
 def _check_budget(spec: ValidSpec, loc: Location) -> None:

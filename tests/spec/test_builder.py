@@ -25,10 +25,19 @@ def test_example_spec_builds_and_runs(path: Path) -> None:
     spec = validate_file(path)
     model = build_model(spec)
     assert sum(int(np.prod(t.shape)) for t in get_parameters(model) if t.requires_grad) == spec.params
-    x = Tensor(np.random.default_rng(0).standard_normal((3, *spec.rows[0].in_shape)).astype(np.float32))
-    out = model(x)
-    assert out.shape == (3, *spec.rows[-1].out_shape)
-    assert np.isfinite(out.numpy()).all()
+    rng = np.random.default_rng(0)
+    xs = [_example(rng, shape, dtype) for shape, dtype in spec.inputs.values()]
+    out = model(*xs)
+    outs = out if isinstance(out, tuple) else (out,)
+    for name, o in zip(spec.outputs, outs):
+        assert o.shape == (3, *spec.output_shape(name))
+        assert np.isfinite(o.numpy()).all()
+
+
+def _example(rng: np.random.Generator, shape: tuple, dtype: str) -> Tensor:
+    if dtype.startswith("int"):
+        return Tensor(rng.integers(0, 8, (3, *shape)).astype(np.int32))
+    return Tensor(rng.standard_normal((3, *shape)).astype(np.float32))
 
 
 def test_same_seed_same_weights() -> None:

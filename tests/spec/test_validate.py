@@ -37,10 +37,10 @@ def test_summary_numbers(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(GOOD)
     spec = validate_file(path)
-    assert [r.out_shape for r in spec.rows] == [(64,), (10,)]
+    assert [s.out_shape for s in spec.steps] == [(64,), (10,)]
     assert spec.params == 64 * 10 + 10 and spec.batch_size == 32
     out = json.loads(runner.invoke(app, ["validate", str(path), "--json"]).output)
-    assert out["valid"] and out["params"] == 650 and out["layers"][1]["output_shape"] == [10]
+    assert out["valid"] and out["params"] == 650 and out["steps"][1]["output_shape"] == [10]
 
 
 def problems_of(tmp_path: Path, text: str) -> list[str]:
@@ -104,7 +104,7 @@ BAD = [
     (
         "window too big",
         GOOD.replace("- flatten", "- maxpool: 9"),
-        ["5:5: error: layer 0 (maxpool) cannot take shape [1, 8, 8] from the input (line 3): it a 9x9 window does not"],
+        ["5:5: error: layer 0 (maxpool) cannot take shape [1, 8, 8] from the input (line 3): it needs a window"],
     ),
     ("empty model", GOOD.split("model:")[0] + "model: []\n", ["4:8: error: model needs at least one layer"]),
     (
@@ -154,7 +154,7 @@ def test_json_schema_accepts_every_example_and_rejects_typos() -> None:
     jsonschema.Draft202012Validator.check_schema(schema)
     for spec in SPECS:
         jsonschema.validate(load_yaml(spec).to_plain(), schema)
-    bad = load_yaml(SPECS[0]).to_plain()
+    bad = load_yaml(ROOT / "specs" / "digits_mlp.yaml").to_plain()
     bad["model"].append({"linera": 3})
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(bad, schema)
@@ -168,3 +168,86 @@ def test_docs_spec_reference_is_current() -> None:
     assert render_reference() in (ROOT / "docs" / "spec.md").read_text(), (
         "docs/spec.md is stale: regenerate its reference section with specgrad.spec.reference.render_reference()"
     )
+
+
+GRAPH = """\
+specgrad: 1
+name: g
+inputs:
+  a: {shape: [4]}
+  b: {shape: [4]}
+model:
+  graph:
+    - {name: x, layer: linear, out: 8, from: a}
+    - {name: y, layer: linear, out: 8, from: b}
+    - {name: s, op: add, from: [x, y]}
+  outputs: [s]
+"""
+
+GRAPH_BAD = [
+    (
+        "defined below",
+        GRAPH.replace("from: a}", "from: y}"),
+        "8:46: error: node 'x' takes 'y', which is defined below it (line 9); a node can only take inputs",
+    ),
+    ("own output", GRAPH.replace("from: a}", "from: x}"), "8:46: error: node 'x' takes its own output"),
+    (
+        "unknown from",
+        GRAPH.replace("from: b}", "from: bb}"),
+        "9:46: error: node 'y' takes 'bb', which is not an input or a node above it\n  hint: did you mean 'b'?",
+    ),
+    (
+        "duplicate name",
+        GRAPH.replace("name: y", "name: x"),
+        "9:14: error: a second node named 'x' in model.graph (the first is on line 8)",
+    ),
+    (
+        "add mismatch",
+        GRAPH.replace("out: 8, from: b", "out: 6, from: b"),
+        "10:7: error: node 's' (add) cannot take shapes [8] from node 'x' (line 8) and [6] from node 'y' (line 9): it "
+        "needs inputs of one shape",
+    ),
+    ("unknown output", GRAPH.replace("outputs: [s]", "outputs: [sum]"), "11:13: error: output 'sum' is not a node"),
+    ("unknown op", GRAPH.replace("op: add", "op: plus"), "10:21: error: unknown op 'plus' in node 's'"),
+    (
+        "layer and op",
+        GRAPH.replace("op: add", "op: add, layer: relu"),
+        "10:7: error: node 's' needs exactly one of layer, op or block, got layer, op",
+    ),
+    ("missing from", GRAPH.replace(", from: a}", "}"), "8:7: error: node 'x' needs 'from:'"),
+    (
+        "unknown block",
+        GRAPH.replace("layer: linear, out: 8, from: a", "block: dec, from: a"),
+        "8:24: error: unknown block 'dec' in node 'x'",
+    ),
+    (
+        "list model with named inputs",
+        GRAPH.split("model:")[0] + "model:\n  - relu\n",
+        "7:3: error: a list of layers takes one input",
+    ),
+    (
+        "both input and inputs",
+        GRAPH.replace("inputs:", "input: {shape: [4]}\ninputs:"),
+        "1:1: error: the spec needs exactly one of input: (one input) or inputs: (named inputs of a graph)",
+    ),
+    (
+        "text source without context",
+        GOOD + "data: {source: text, corpus: sonnets}\n",
+        "7:16: error: data with source: text needs context",
+    ),
+]
+
+
+@pytest.mark.parametrize("name, text, expected", GRAPH_BAD, ids=[b[0] for b in GRAPH_BAD])
+def test_bad_graph_spec(tmp_path: Path, name: str, text: str, expected: str) -> None:
+    got = problems_of(tmp_path, text)
+    assert len(got) == 1 and got[0].startswith("bad.yaml:" + expected), got
+
+
+def test_block_errors_point_into_the_block(tmp_path: Path) -> None:
+    spec = (ROOT / "specs" / "char_gpt.yaml").read_text()
+    got = problems_of(tmp_path, spec.replace("with: {width: $d, heads: $heads}", "with: {width: $d, head: $heads}"))
+    assert got[0].startswith("bad.yaml:31:71: error: block 'decoder' has no parameter 'head'\n  hint: did you mean")
+    got = problems_of(tmp_path, spec.replace("heads: $heads, causal", "heads: 5, causal"))
+    assert "node 'body.attn'" in got[0] or "node 'body.0.attn'" in got[0]
+    assert "needs features divisible by heads=5" in got[0] and got[0].startswith("bad.yaml:21:")
