@@ -117,4 +117,7 @@ CACHEDIR = flag(
     "folder for compiled kernels (the CLANG device's shared objects, the GPU device's program binaries)",
     doc_default="$XDG_CACHE_HOME/specgrad or ~/.cache/specgrad",
 )
+SPEC_MEMORY_GB = flag(
+    "SPEC_MEMORY_GB", 4, "memory budget (GiB) that validate checks one training step of a spec against"
+)
 COMPILE_CACHE = flag("COMPILE_CACHE", 1, "reuse compiled kernels from CACHEDIR across runs (0 compiles every kernel)")

@@ -58,7 +58,11 @@ def layer_schema() -> dict[str, Any]:
 
 def spec_json_schema() -> dict[str, Any]:
     ret = section_schema(TOP)
-    ret["properties"]["model"]["items"] = layer_schema()
-    ret["properties"]["model"]["minItems"] = 1
+    ret["properties"]["model"] = {"description": TOP.fields["model"].description,
+                                  "anyOf": [{"type": "array", "minItems": 1, "items": layer_schema()},
+                                            {"type": "object"}]}  # fmt: skip
+    # NOTE: a spec that extends another may leave every key but the version to its base
+    required = ret.pop("required")
+    ret["if"], ret["then"], ret["else"] = {"required": ["extends"]}, {"required": ["specgrad"]}, {"required": required}
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, "title": "specgrad spec",
             "description": TOP.description, **ret}  # fmt: skip

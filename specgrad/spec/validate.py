@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specgrad.flags import SPEC_MEMORY_GB
 from specgrad.helpers import prod
 from specgrad.spec.errors import Location, Problem, SpecError
 from specgrad.spec.graph import BLOCK, Step, graph_nodes, infer, sequential_nodes
@@ -22,7 +23,6 @@ from specgrad.spec.schema import REQUIRED, Field, Section, check_section, descri
 
 FORMAT_VERSION = 1
 DTYPES = ("float32", "float16", "int32", "int64", "uint8", "bool")
-MEMORY_BUDGET_BYTES = 4 << 30  # NOTE: activations and parameters of one training step must fit this machine's RAM
 
 INPUT = Section("input", "the shape of one example", {
     "shape": Field("list", "axis lengths of one example, without the batch axis", REQUIRED,
@@ -37,7 +37,8 @@ DATA = Section("data", "where examples come from and how they are batched", {
     "corpus": Field("str", "a bundled text instead of a path, for the text source", None, choices=("sonnets",)),
     "context": Field("int", "characters per example, for the text source", None, min=1, max=1 << 16),
     "features": Field("list", "csv columns fed to the model", None, item=Field("str", "a column name")),
-    "target": Field("str", "the csv column (or npz array) the model learns to predict", None),
+    "target": Field("str", "the csv column or npz array the model learns to predict; input to rebuild the input "
+                           "(an autoencoder)", None),
     "samples": Field("int", "how many examples a generated source makes", 1000, min=1, max=10_000_000),
     "noise": Field("float", "noise added by a generated source", 0.0, min=0.0, max=100.0),
     "valid_split": Field("float", "fraction of examples held out for validation", 0.2, min=0.0, max=0.9),
@@ -141,6 +142,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = ()) -> ValidSpec:
               for k, f in TOP.fields.items()}  # fmt: skip
     spec = ValidSpec(str(path), values, {k: (s, d) for k, (s, d, _) in inputs.items()}, tuple(steps), outputs,
                      values["data"]["batch_size"])  # fmt: skip
+    _check_inputs_fit_data(spec, root)
     _check_budget(spec, model.loc)
     return spec
 
@@ -214,13 +216,31 @@ def _check_data(node: YNode | None) -> list[Problem]:
         options = need if isinstance(need, tuple) else (need,)
         if not any(o in node.value for o in options):
             problems.append(Problem(f"data with source: {source.value} needs {' or '.join(options)}", source.loc))
+    path = node.get("path")
+    if path is not None and isinstance(path.value, str) and not path.loc.file.startswith("--set"):
+        full = Path(path.loc.file).parent / path.value
+        if not full.is_file():
+            problems.append(Problem(f"data.path: no such file: {full}", path.loc,
+                                    "paths are relative to the folder of the spec that names them"))  # fmt: skip
     return problems
 
 
+def _check_inputs_fit_data(spec: ValidSpec, root: YNode) -> None:
+    """The bundled digits are 64 pixels per example: the input shape must hold exactly 64 values."""
+    if spec.values["data"]["source"] == "digits" and "input" in spec.inputs:
+        shape = spec.inputs["input"][0]
+        if prod(shape) != 64:
+            loc = root.value["input"].value["shape"].loc
+            raise SpecError([Problem(f"the digits are 8x8 = 64 values per example, but input.shape {list(shape)} "
+                                     f"holds {prod(shape)}", loc, "use [1, 8, 8], [8, 8] or [64]")])  # fmt: skip
+
+
 def _check_budget(spec: ValidSpec, loc: Location) -> None:
-    need = spec.activation_bytes + 16 * spec.params  # NOTE: weights, gradients and two Adam moments, float32
-    if need > MEMORY_BUDGET_BYTES:
+    """Activations of one batch plus weights, gradients and two Adam moments (float32) must fit SPEC_MEMORY_GB."""
+    need, budget = spec.activation_bytes + 16 * spec.params, int(SPEC_MEMORY_GB) << 30
+    if need > budget:
         raise SpecError([Problem(f"one training step needs about {need / 2**30:.1f} GiB (activations of a batch of "
                                  f"{spec.batch_size} plus {spec.params:,} parameters), over the "
-                                 f"{MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget", loc,
-                                 "use a smaller batch_size or fewer or narrower layers")])  # fmt: skip
+                                 f"{budget / 2**30:.0f} GiB budget", loc,
+                                 "use a smaller batch_size or fewer or narrower layers, or raise the budget with "
+                                 "SPEC_MEMORY_GB=<GiB>")])  # fmt: skip

@@ -251,3 +251,28 @@ def test_block_errors_point_into_the_block(tmp_path: Path) -> None:
     got = problems_of(tmp_path, spec.replace("heads: $heads, causal", "heads: 5, causal"))
     assert "node 'body.attn'" in got[0] or "node 'body.0.attn'" in got[0]
     assert "needs features divisible by heads=5" in got[0] and got[0].startswith("bad.yaml:21:")
+
+
+def test_committed_json_schema_is_current() -> None:
+    from specgrad.spec.jsonschema import spec_json_schema
+
+    committed = json.loads((ROOT / "docs" / "specgrad.schema.json").read_text())
+    assert committed == spec_json_schema(), "regenerate it: specgrad schema > docs/specgrad.schema.json"
+
+
+def test_memory_budget_is_a_flag(tmp_path: Path) -> None:
+    from specgrad import Context
+
+    path = tmp_path / "s.yaml"
+    path.write_text(GOOD.replace("linear: 10", "linear: 4000\n  - linear: 4000"))
+    validate_file(path)
+    with Context(SPEC_MEMORY_GB=0):
+        with pytest.raises(SpecError, match="over the 0 GiB budget"):
+            validate_file(path)
+
+
+def test_data_cross_checks(tmp_path: Path) -> None:
+    got = problems_of(tmp_path, GOOD + "data: {source: csv, path: nowhere.csv, target: y}\n")
+    assert got[0].startswith("bad.yaml:7:27: error: data.path: no such file:") and "relative to the folder" in got[0]
+    got = problems_of(tmp_path, GOOD.replace("[1, 8, 8]", "[1, 8, 9]") + "data: {source: digits}\n")
+    assert got[0].startswith("bad.yaml:3:16: error: the digits are 8x8 = 64 values per example")
