@@ -1,7 +1,7 @@
 """Training-step benchmarks: steps/s with and without TinyJit, and PyTorch's where it is installed.
 
-Run `python -m specgrad.bench [--steps N] [--device NAME]`. It prints figures measured in the same run; nothing
-here asserts on time. Imports the public API only.
+Run `python -m specgrad.bench [--steps N] [--device NAME]`, or `--validate specs/` to time validating each spec.
+It prints figures measured in the same run; nothing here asserts on time. Imports the public API only.
 """
 
 from __future__ import annotations
@@ -10,6 +10,7 @@ import argparse
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -109,11 +110,31 @@ def torch_steps_per_s(w: Workload, steps: int) -> float | None:
     return steps / (time.perf_counter() - start)
 
 
+def validation_seconds(paths: list[Path]) -> list[tuple[str, float]]:
+    """How long `specgrad validate` takes per spec (best of three, in this process)."""
+    from specgrad.spec.validate import validate_file
+
+    ret = []
+    for path in paths:
+        times = []
+        for _ in range(3):
+            start = time.perf_counter()
+            validate_file(path)
+            times.append(time.perf_counter() - start)
+        ret.append((path.name, min(times)))
+    return ret
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=20, help="timed steps per measurement")
     parser.add_argument("--device", default=None, help="CLANG, GPU or CPU (default: the best available)")
+    parser.add_argument("--validate", type=Path, default=None, help="time validating every spec in this folder instead")
     args = parser.parse_args(argv)
+    if args.validate is not None:
+        for name, seconds in validation_seconds(sorted(args.validate.glob("*.yaml"))):
+            print(f"validate {name:28s} {seconds * 1e3:8.1f} ms")
+        return
     if args.device:
         Device.DEFAULT = args.device
     print(f"training steps/s on {Device.DEFAULT} ({args.steps} timed steps after warm-up)")

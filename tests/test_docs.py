@@ -44,3 +44,23 @@ def test_python_api_guide_trains_digits_to_97_percent(device: str) -> None:
         assert namespace["valid_accuracy"] >= 0.97
     finally:
         Device.DEFAULT = before
+
+
+def test_tutorial_commands_give_what_the_tutorial_shows(monkeypatch) -> None:
+    """Each `$ specgrad ...` in docs/tutorial.md runs from the repo root; shown output must match, errors exit 1."""
+    import shlex
+
+    from specgrad.cli.main import app
+    from typer.testing import CliRunner
+
+    monkeypatch.chdir(ROOT)
+    blocks = re.findall(r"```console\n(.*?)```", (ROOT / "docs" / "tutorial.md").read_text(), flags=re.S)
+    assert len(blocks) >= 3
+    for block in blocks:
+        command, *shown = block.strip().splitlines()
+        assert command.startswith("$ specgrad ")
+        result = CliRunner().invoke(app, shlex.split(command)[2:])
+        expect_error = any(": error:" in line for line in shown)
+        assert result.exit_code == (1 if expect_error else 0), (command, result.output)
+        for line in shown:
+            assert line in result.output, (command, line, result.output)
