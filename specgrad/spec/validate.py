@@ -50,15 +50,35 @@ SOURCE_NEEDS = {"text": (("path", "corpus"), "context"), "csv": ("path", "target
 
 OPTIMIZER_NAMES = ("sgd", "adam", "adamw")
 EXPORTS = ("safetensors", "onnx", "c")
+EARLY_STOPPING = Section("early_stopping", "stop when a validation metric stops improving", {
+    "metric": Field("str", "the metric watched", "loss", choices=("loss", "accuracy")),
+    "patience": Field("int", "epochs without improvement before stopping", 5, min=1, max=10_000),
+    "min_delta": Field("float", "the smallest change that counts as improvement", 0.0, min=0.0)})  # fmt: skip
+CHECKPOINT = Section("checkpoint", "when checkpoints are written and how many are kept", {
+    "every_epochs": Field("int", "write a checkpoint every this many epochs", 1, min=1, max=1_000_000),
+    "keep": Field("int", "how many recent checkpoints to keep", 3, min=1, max=1000),
+    "keep_best": Field("bool", "also keep the checkpoint with the best validation metric", True)})  # fmt: skip
+SCHEDULES = ("constant", "step", "exponential", "cosine")
 TRAIN = Section("train", "how the model is trained", {
     "epochs": Field("int", "passes over the training data", 10, min=1, max=1_000_000),
+    "steps": Field("int", "training steps in all (instead of epochs)", None, min=1, max=1 << 40),
     "loss": Field("str", "what training minimises", "cross_entropy", choices=("cross_entropy", "mse")),
     "optimizer": Field("str", "the update rule", "adam", choices=OPTIMIZER_NAMES),
     "lr": Field("float", "learning rate", 1e-3, min=0.0, max=10.0),
+    "momentum": Field("float", "momentum (sgd)", 0.0, min=0.0, max=1.0),
+    "nesterov": Field("bool", "Nesterov momentum (sgd)", False),
     "weight_decay": Field("float", "weight decay", 0.0, min=0.0, max=1.0),
+    "schedule": Field("str", "how the learning rate changes over training", "constant", choices=SCHEDULES),
+    "warmup_steps": Field("int", "steps of linear warm-up before the schedule", 0, min=0, max=1 << 30),
+    "step_size": Field("int", "epochs between decays (step schedule)", 10, min=1, max=1_000_000),
+    "gamma": Field("float", "decay factor (step and exponential schedules)", 0.1, min=0.0, max=1.0),
+    "min_lr": Field("float", "the learning rate cosine decays to", 0.0, min=0.0, max=10.0),
     "clip_grad_norm": Field("float", "largest allowed global gradient norm (none: no clipping)", None, min=0.0),
     "metrics": Field("list", "what is reported each epoch", ["accuracy"],
-                     item=Field("str", "a metric", REQUIRED, choices=("accuracy", "loss")))})  # fmt: skip
+                     item=Field("str", "a metric", REQUIRED, choices=("accuracy", "loss"))),
+    "early_stopping": Field("map", "stop when a validation metric stops improving (none: never)", None,
+                            section=EARLY_STOPPING),
+    "checkpoint": Field("map", "checkpoint cadence", None, section=CHECKPOINT)})  # fmt: skip
 
 TOP = Section("spec", "a model, its data and its training recipe", {
     "specgrad": Field("int", f"format version of the spec; this specgrad reads {FORMAT_VERSION}", REQUIRED,
