@@ -13,6 +13,8 @@ from specgrad.helpers import prod
 from specgrad.spec.errors import SpecError
 from specgrad.spec.validate import ValidSpec, validate_file
 
+MAX_SHOWN = 50  # NOTE: a long list of problems usually has one cause near its top
+
 
 def _size(n: float, unit: str = "") -> str:
     for suffix in ("", "K", "M", "G", "T"):
@@ -67,7 +69,9 @@ def validate(spec: Path, overrides: list[str], as_json: bool) -> None:
                         for p in e.problems]  # fmt: skip
             typer.echo(json.dumps({"valid": False, "errors": problems}, indent=2))
         else:
-            typer.echo(str(e), err=True)
+            shown = e.problems[:MAX_SHOWN]
+            more = len(e.problems) - len(shown)
+            typer.echo("\n".join(map(str, shown)) + (f"\n... and {more} more problems" if more else ""), err=True)
         raise typer.Exit(1) from None
     if as_json:
         typer.echo(json.dumps(summary_json(result), indent=2))

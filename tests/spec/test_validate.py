@@ -276,3 +276,14 @@ def test_data_cross_checks(tmp_path: Path) -> None:
     assert got[0].startswith("bad.yaml:7:27: error: data.path: no such file:") and "relative to the folder" in got[0]
     got = problems_of(tmp_path, GOOD.replace("[1, 8, 8]", "[1, 8, 9]") + "data: {source: digits}\n")
     assert got[0].startswith("bad.yaml:3:16: error: the digits are 8x8 = 64 values per example")
+
+
+def test_long_error_lists_are_cut_with_a_count(tmp_path: Path) -> None:
+    path = tmp_path / "many.yaml"
+    path.write_text(GOOD + "".join(f"typo{i}: 1\n" for i in range(60)))
+    result = runner.invoke(app, ["validate", str(path)])
+    assert (
+        result.exit_code == 1
+        and result.output.count("unknown key") == 50
+        and "... and 10 more problems" in result.output
+    )
