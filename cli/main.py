@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from specgrad.cli.demo import demo
+from specgrad.cli.train import train
 from specgrad.cli.validate import validate
 
 from specgrad import __version__
@@ -61,6 +62,19 @@ def validate_command(
 ) -> None:
     """Check a spec without running anything: every problem with file:line:col, or a summary of the model."""
     validate(spec, overrides or [], as_json)
+
+
+@app.command("train")
+def train_command(
+    spec: Annotated[Path, typer.Argument(help="the spec file (YAML)")],
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
+    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    out: Annotated[Path, typer.Option(help="folder for run folders")] = Path("runs"),
+    epochs: Annotated[int | None, typer.Option(min=1, help="train for this many epochs instead")] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="train for this many steps instead")] = None,
+) -> None:
+    """Train the model a spec describes; writes a run folder with metrics, checkpoints and the final weights."""
+    train(spec, overrides or [], device, out, epochs, steps)
 
 
 @app.command("schema")

@@ -1,0 +1,57 @@
+"""`specgrad train SPEC`: validate, load the data, train with a progress bar, and write a run folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import typer
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from specgrad import Device
+from specgrad.device import DeviceUnavailable
+from specgrad.spec.errors import SpecError
+from specgrad.spec.trainer import NonFiniteLoss, Run, Trainer, new_run_folder, write_resolved_spec
+from specgrad.spec.validate import validate_file
+
+
+def train(spec_path: Path, overrides: list[str], device: str | None, out: Path, epochs: int | None,
+          steps: int | None) -> None:  # fmt: skip
+    try:
+        spec = validate_file(spec_path, overrides)
+        if device is not None:
+            Device.DEFAULT = device
+        trainer = Trainer.create(spec, epochs=epochs, steps=steps)
+    except SpecError as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(1) from None
+    except DeviceUnavailable as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(3) from None
+    except ValueError as e:
+        typer.echo(f"{spec_path}: error: {e}", err=True)
+        raise typer.Exit(1) from None
+    run = Run(new_run_folder(out, str(spec.values["name"])))
+    write_resolved_spec(spec, run.folder)
+    total = trainer.epochs * trainer.steps_per_epoch
+    typer.echo(f"training {spec.values['name']} on {Device.DEFAULT}: {trainer.epochs} epochs of "
+               f"{trainer.steps_per_epoch} steps; run folder {run.folder}")  # fmt: skip
+    columns = (TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
+               TextColumn("loss {task.fields[loss]:.4f}"), TimeRemainingColumn())  # fmt: skip
+    try:
+        with Progress(*columns, transient=True) as progress:
+            bar = progress.add_task("train", total=total, epoch=1, loss=float("nan"))
+            valid = trainer.fit(run, lambda epoch, step, loss: progress.update(bar, completed=step, epoch=epoch,
+                                                                              loss=loss))  # fmt: skip
+    except NonFiniteLoss as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(4) from None
+    except KeyboardInterrupt:
+        path = trainer.save_checkpoint(run.folder, 0, keep=1_000_000)
+        typer.echo(f"interrupted: state saved to {path}", err=True)
+        raise typer.Exit(130) from None
+    for record in run.metrics:
+        if record["split"] == "valid":
+            metrics = ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("split", "epoch", "step"))
+            typer.echo(f"epoch {record['epoch']:3d}  valid {metrics}")
+    summary = ", ".join(f"{k} {v:.4f}" for k, v in valid.items())
+    typer.echo(f"done: {summary}; weights in {run.folder / 'model.safetensors'}")

@@ -1,0 +1,69 @@
+"""`specgrad train`: a run folder with the resolved spec, metrics, checkpoints and weights; exit codes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from specgrad.cli.main import app
+from typer.testing import CliRunner
+
+from specgrad.nn.state import safe_load
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+runner = CliRunner()
+
+
+def train(tmp_path: Path, spec: str, *args: str) -> tuple[int, str, Path | None]:
+    out = tmp_path / "runs"
+    result = runner.invoke(app, ["train", str(SPECS / spec), "--out", str(out), *args])
+    folders = sorted(out.glob("*")) if out.exists() else []
+    return result.exit_code, result.output, folders[-1] if folders else None
+
+
+def metrics(folder: Path) -> list[dict]:
+    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_train_digits_mlp_writes_a_run_folder(tmp_path: Path) -> None:
+    code, output, folder = train(tmp_path, "digits_mlp.yaml", "--epochs", "4")
+    assert code == 0, output
+    assert folder is not None and folder.name == "digits-mlp-1"
+    assert {p.name for p in folder.iterdir()} >= {"spec.resolved.yaml", "metrics.jsonl", "model.safetensors",
+                                                  "checkpoints"}  # fmt: skip
+    records = metrics(folder)
+    valid = [r for r in records if r["split"] == "valid"]
+    assert [r["epoch"] for r in valid] == [1, 2, 3, 4] and valid[-1]["accuracy"] > 0.85
+    assert records[0]["split"] == "train" and records[0]["loss"] > records[-2]["loss"]
+    weights = safe_load(folder / "model.safetensors")
+    assert "steps.1.1.weight" in weights and tuple(weights["steps.1.1.weight"].shape) == (128, 64)
+    assert len(list((folder / "checkpoints").glob("*.safetensors"))) == 3  # NOTE: keep: 3 by default
+    assert "done:" in output and "accuracy" in output
+
+
+def test_same_spec_same_metrics(tmp_path: Path) -> None:
+    runs = [train(tmp_path / str(i), "digits_cnn.yaml", "--steps", "30") for i in range(2)]
+    assert all(code == 0 for code, _, _ in runs), runs[0][1]
+
+    def without_speed(folder: Path) -> list[dict]:
+        return [{k: v for k, v in r.items() if k != "examples_per_s"} for r in metrics(folder)]
+
+    assert without_speed(runs[0][2]) == without_speed(runs[1][2])
+
+
+@pytest.mark.parametrize("spec", ["house_prices.yaml", "digits_autoencoder.yaml", "char_gpt.yaml"])
+def test_every_kind_of_example_trains(tmp_path: Path, spec: str) -> None:
+    code, output, folder = train(tmp_path, spec, "--steps", "4")
+    assert code == 0, output
+    assert (folder / "model.safetensors").exists()
+
+
+def test_exit_codes(tmp_path: Path) -> None:
+    code, output, _ = train(tmp_path, "digits_mlp.yaml", "--set", "train.lr=-1")
+    assert code == 1 and "train.lr must be between" in output
+    code, output, _ = train(tmp_path, "digits_mlp.yaml", "--device", "TPU")
+    assert code == 3 and "unknown device 'TPU'" in output
+    code, output, _ = train(tmp_path, "house_prices.yaml", "--set", "train.optimizer=sgd", "--set", "train.lr=1",
+                            "--set", "data.normalize=false", "--epochs", "3")  # fmt: skip
+    assert code == 4 and "the loss became" in output and "lower train.lr" in output
