@@ -15,7 +15,7 @@ from specgrad.spec.validate import validate_file
 
 
 def train(spec_path: Path, overrides: list[str], device: str | None, out: Path, epochs: int | None,
-          steps: int | None) -> None:  # fmt: skip
+          steps: int | None, resume: Path | None = None) -> None:  # fmt: skip
     try:
         spec = validate_file(spec_path, overrides)
         if device is not None:
@@ -30,8 +30,14 @@ def train(spec_path: Path, overrides: list[str], device: str | None, out: Path, 
     except ValueError as e:
         typer.echo(f"{spec_path}: error: {e}", err=True)
         raise typer.Exit(1) from None
-    run = Run(new_run_folder(out, str(spec.values["name"])))
-    write_resolved_spec(spec, run.folder)
+    if resume is not None:
+        if not (resume / "checkpoints").is_dir():
+            typer.echo(f"error: {resume} is not a run folder with checkpoints", err=True)
+            raise typer.Exit(1)
+        run = Run(resume)
+    else:
+        run = Run(new_run_folder(out, str(spec.values["name"])))
+        write_resolved_spec(spec, run.folder)
     total = trainer.epochs * trainer.steps_per_epoch
     typer.echo(f"training {spec.values['name']} on {Device.DEFAULT}: {trainer.epochs} epochs of "
                f"{trainer.steps_per_epoch} steps; run folder {run.folder}")  # fmt: skip
@@ -41,13 +47,16 @@ def train(spec_path: Path, overrides: list[str], device: str | None, out: Path, 
         with Progress(*columns, transient=True) as progress:
             bar = progress.add_task("train", total=total, epoch=1, loss=float("nan"))
             valid = trainer.fit(run, lambda epoch, step, loss: progress.update(bar, completed=step, epoch=epoch,
-                                                                              loss=loss))  # fmt: skip
+                                                                              loss=loss), resume=resume)  # fmt: skip
     except NonFiniteLoss as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(4) from None
+    except ValueError as e:  # NOTE: a damaged checkpoint or one from another spec, when resuming
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1) from None
     except KeyboardInterrupt:
-        path = trainer.save_checkpoint(run.folder, 0, keep=1_000_000)
-        typer.echo(f"interrupted: state saved to {path}", err=True)
+        typer.echo(f"interrupted: the last checkpoint is in {run.folder / 'checkpoints'}; continue with\n"
+                   f"  specgrad train {spec_path} --resume {run.folder}", err=True)  # fmt: skip
         raise typer.Exit(130) from None
     for record in run.metrics:
         if record["split"] == "valid":

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from safetensors import SafetensorError
+from safetensors import SafetensorError, safe_open
 from safetensors.numpy import load, save
 
 from specgrad.tensor import Tensor
@@ -53,7 +53,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 
 def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
     """Write tensors as a safetensors file, atomically: a crash leaves the old file or the new one, never half."""
-    arrays = {k: np.ascontiguousarray(t.numpy()) for k, t in tensors.items()}
+    arrays = {k: np.array(t.numpy(), order="C") for k, t in tensors.items()}  # NOTE: keeps 0-d arrays 0-d
     data = save(arrays, metadata=metadata)
     path = Path(path)
     with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
@@ -61,6 +61,15 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dic
         f.flush()
         os.fsync(f.fileno())
     os.replace(f.name, path)
+
+
+def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]:
+    """The text metadata stored in a safetensors file's header."""
+    try:
+        with safe_open(str(path), framework="numpy") as f:
+            return dict(f.metadata() or {})
+    except (SafetensorError, OSError) as e:
+        raise ValueError(f"{path} is not a valid safetensors file: {e}") from None
 
 
 def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, Tensor]:

@@ -20,7 +20,7 @@ import yaml
 
 from specgrad import Tensor, TinyJit
 from specgrad.nn import optim
-from specgrad.nn.state import get_parameters, get_state_dict, safe_save
+from specgrad.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_metadata, safe_save
 from specgrad.spec.builder import Model, build_model
 from specgrad.spec.data import Dataset, batches, eval_batches, load_data
 from specgrad.spec.validate import ValidSpec
@@ -152,13 +152,20 @@ class Trainer:
             ret["accuracy"] = hits / count
         return ret
 
-    def fit(self, run: Run, on_step: Callable[[int, int, float], None] | None = None) -> dict[str, float]:
-        """Train for the configured epochs; log every epoch's train and validation metrics; checkpoint on cadence."""
+    def fit(self, run: Run, on_step: Callable[[int, int, float], None] | None = None,
+            resume: Path | None = None) -> dict[str, float]:  # fmt: skip
+        """Train for the configured epochs (continuing from a checkpoint when resuming); log every epoch's train and
+        validation metrics; checkpoint on cadence; stop early when the spec says so."""
         spec, t = self.spec, self.spec.values["train"]
+        ckpt_cfg = t["checkpoint"] or {"every_epochs": 1, "keep": 3, "keep_best": True}
+        cleanup_partial_files(run.folder)
         rng = np.random.default_rng(spec.values["seed"])
-        checkpoint = t["checkpoint"] or {"every_epochs": 1, "keep": 3, "keep_best": True}
-        step, last_good, valid = 0, None, {}
-        for epoch in range(1, self.epochs + 1):
+        first_epoch, step, best, stale = 1, 0, None, 0
+        if resume is not None:
+            first_epoch, step, best, stale = self.load_checkpoint(resume, rng)
+            first_epoch += 1
+        last_good, valid = None, {}
+        for epoch in range(first_epoch, self.epochs + 1):
             start, losses = time.perf_counter(), []
             for x, y in batches(self.data.x_train, self.data.y_train, spec.batch_size, spec.values["data"]["shuffle"],
                                 rng):  # fmt: skip
@@ -178,25 +185,108 @@ class Trainer:
                      (time.perf_counter() - start)})  # fmt: skip
             valid = self.evaluate()
             run.log({"split": "valid", "epoch": epoch, "step": step, **valid})
-            if epoch % checkpoint["every_epochs"] == 0 or epoch == self.epochs:
-                last_good = self.save_checkpoint(run.folder, epoch, checkpoint["keep"])
-        safe_save(get_state_dict(self.model), run.folder / "model.safetensors",
-                  metadata={"spec_hash": spec_hash(spec.values), "name": str(spec.values["name"])})  # fmt: skip
+            watched = self._watched(valid)
+            improved = best is None or self._better(watched, best)
+            best, stale = (watched, 0) if improved else (best, stale + 1)
+            state = (epoch, step, best, stale, rng)
+            if epoch % ckpt_cfg["every_epochs"] == 0 or epoch == self.epochs:
+                last_good = self.save_checkpoint(run.folder / "checkpoints", f"epoch-{epoch:05d}", state)
+                prune(run.folder / "checkpoints", ckpt_cfg["keep"])
+            if improved and ckpt_cfg["keep_best"]:
+                self.save_checkpoint(run.folder / "checkpoints", "best", state)
+            stop = t["early_stopping"]
+            if stop and stale >= stop["patience"]:
+                run.log({"split": "stop", "epoch": epoch, "step": step, "reason":
+                         f"valid {stop['metric']} did not improve for {stop['patience']} epochs"})  # fmt: skip
+                break
+        safe_save(get_state_dict(self.model), run.folder / "model.safetensors", metadata=self.metadata())
+        write_plot(run)
         return valid
 
-    def save_checkpoint(self, folder: Path, epoch: int, keep: int) -> Path:
-        """Model and optimizer state at the end of an epoch (atomic); only the newest `keep` are kept."""
-        ckpts = folder / "checkpoints"
-        ckpts.mkdir(exist_ok=True)
-        path = ckpts / f"epoch-{epoch:05d}.safetensors"
-        state = {
+    def _watched(self, valid: dict[str, float]) -> float:
+        metric = (self.spec.values["train"]["early_stopping"] or {}).get("metric", "loss")
+        return valid.get(metric, valid["loss"])
+
+    def _better(self, value: float, best: float) -> bool:
+        stop = self.spec.values["train"]["early_stopping"] or {"metric": "loss", "min_delta": 0.0}
+        delta = stop["min_delta"]
+        return value > best + delta if stop["metric"] == "accuracy" else value < best - delta
+
+    def metadata(self) -> dict[str, str]:
+        """What `specgrad run` needs besides the weights: the spec's hash and the training split's statistics."""
+        stats = {k: np.asarray(v).tolist() for k, v in self.data.stats.items()}
+        return {"spec_hash": spec_hash(self.spec.values), "name": str(self.spec.values["name"]),
+                "task": self.data.task, "normalization": json.dumps(stats)}  # fmt: skip
+
+    def save_checkpoint(self, folder: Path, name: str, state: tuple) -> Path:
+        """Model, optimizer, data order and random state, written atomically (a crash leaves the previous file)."""
+        epoch, step, best, stale, rng = state
+        folder.mkdir(exist_ok=True)
+        path = folder / f"{name}.safetensors"
+        tensors = {
             **{f"model.{k}": v for k, v in get_state_dict(self.model).items()},
             **{f"optimizer.{k}": v for k, v in get_state_dict(self.opt).items() if not k.startswith("params.")},
         }
-        safe_save(state, path, metadata={"epoch": str(epoch), "spec_hash": spec_hash(self.spec.values)})
-        for old in sorted(ckpts.glob("epoch-*.safetensors"))[:-keep]:
-            old.unlink()
+        meta = {"epoch": str(epoch), "step": str(step), "best": json.dumps(best), "stale": str(stale),
+                "data_rng": json.dumps(rng.bit_generator.state),
+                "tensor_rng": json.dumps(Tensor._rng.bit_generator.state),
+                "spec_hash": spec_hash(self.spec.values)}  # fmt: skip
+        safe_save(tensors, path, metadata=meta)
         return path
+
+    def load_checkpoint(self, folder: Path, rng: np.random.Generator) -> tuple[int, int, float | None, int]:
+        """Restore the newest checkpoint of a run folder; refuse a damaged one or one from another spec."""
+        ckpts = sorted((folder / "checkpoints").glob("epoch-*.safetensors"))
+        if not ckpts:
+            raise ValueError(f"{folder} has no checkpoints to resume from")
+        path = ckpts[-1]
+        meta, tensors = safe_load_metadata(path), safe_load(path)  # NOTE: read whole before touching the model
+        if meta.get("spec_hash") != spec_hash(self.spec.values):
+            raise ValueError(f"{path} was written for a different spec (after --set and extends); resume with the "
+                             f"spec.resolved.yaml of that run folder")  # fmt: skip
+        load_state_dict(self.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+        load_state_dict(self.opt, {k[10:]: v for k, v in tensors.items() if k.startswith("optimizer.")}, strict=False)
+        rng.bit_generator.state = json.loads(meta["data_rng"])
+        Tensor._rng.bit_generator.state = json.loads(meta["tensor_rng"])
+        step = int(meta["step"])
+        self.schedule.step(epoch=step)
+        return int(meta["epoch"]), step, json.loads(meta["best"]), int(meta["stale"])
+
+
+def cleanup_partial_files(folder: Path) -> None:
+    """Temporary files a crash left behind while writing (complete files are renamed into place)."""
+    for tmp in list(folder.glob(".*.safetensors.*")) + list((folder / "checkpoints").glob(".*.safetensors.*")):
+        tmp.unlink(missing_ok=True)
+
+
+def prune(folder: Path, keep: int) -> None:
+    for old in sorted(folder.glob("epoch-*.safetensors"))[:-keep]:
+        old.unlink()
+
+
+def write_plot(run: Run) -> None:
+    """metrics.png: loss (and accuracy) per epoch, when matplotlib is installed (an optional extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed, so there is no metrics.png (pip install 'specgrad[plot]')")
+        return
+    names = ["loss"] + (["accuracy"] if any("accuracy" in r for r in run.metrics) else [])
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for split in ("train", "valid"):
+            rows = [r for r in run.metrics if r["split"] == split and name in r]
+            if rows:
+                ax.plot([r["epoch"] for r in rows], [r[name] for r in rows], label=split)
+        ax.set_title(name)
+        ax.set_xlabel("epoch")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(run.folder / "metrics.png")
+    plt.close(fig)
 
 
 def write_resolved_spec(spec: ValidSpec, folder: Path) -> None:

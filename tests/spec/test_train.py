@@ -38,7 +38,8 @@ def test_train_digits_mlp_writes_a_run_folder(tmp_path: Path) -> None:
     assert records[0]["split"] == "train" and records[0]["loss"] > records[-2]["loss"]
     weights = safe_load(folder / "model.safetensors")
     assert "steps.1.1.weight" in weights and tuple(weights["steps.1.1.weight"].shape) == (128, 64)
-    assert len(list((folder / "checkpoints").glob("*.safetensors"))) == 3  # NOTE: keep: 3 by default
+    assert len(list((folder / "checkpoints").glob("epoch-*.safetensors"))) == 3  # NOTE: keep: 3 by default
+    assert (folder / "checkpoints" / "best.safetensors").exists()
     assert "done:" in output and "accuracy" in output
 
 
@@ -67,3 +68,38 @@ def test_exit_codes(tmp_path: Path) -> None:
     code, output, _ = train(tmp_path, "house_prices.yaml", "--set", "train.optimizer=sgd", "--set", "train.lr=1",
                             "--set", "data.normalize=false", "--epochs", "3")  # fmt: skip
     assert code == 4 and "the loss became" in output and "lower train.lr" in output
+
+
+def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path: Path) -> None:
+    code, output, straight = train(tmp_path / "a", "digits_cnn.yaml", "--epochs", "4")
+    assert code == 0, output
+    code, output, halted = train(tmp_path / "b", "digits_cnn.yaml", "--epochs", "2")
+    assert code == 0, output
+    result = runner.invoke(app, ["train", str(SPECS / "digits_cnn.yaml"), "--epochs", "4", "--resume", str(halted)])
+    assert result.exit_code == 0, result.output
+    a, b = safe_load(straight / "model.safetensors"), safe_load(halted / "model.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert (a[k].numpy() == b[k].numpy()).all(), k
+    assert [r["epoch"] for r in metrics(halted) if r["split"] == "valid"] == [1, 2, 3, 4]
+    assert (halted / "checkpoints" / "best.safetensors").exists() and (straight / "metrics.png").exists()
+
+
+def test_damaged_checkpoint_is_refused(tmp_path: Path) -> None:
+    code, output, folder = train(tmp_path, "digits_mlp.yaml", "--epochs", "1")
+    assert code == 0, output
+    ckpt = next((folder / "checkpoints").glob("epoch-*.safetensors"))
+    ckpt.write_bytes(ckpt.read_bytes()[:100])
+    (folder / "checkpoints" / ".epoch-00009.safetensors.tmp123").write_bytes(b"partial")
+    result = runner.invoke(app, ["train", str(SPECS / "digits_mlp.yaml"), "--epochs", "2", "--resume", str(folder)])
+    assert result.exit_code == 1 and "is not a valid safetensors file" in result.output
+    assert "Traceback" not in result.output
+    assert not list((folder / "checkpoints").glob(".*")), "stray temporary files are cleaned up"
+
+
+def test_early_stopping(tmp_path: Path) -> None:
+    stop = "train.early_stopping={metric: loss, patience: 1, min_delta: 10}"
+    code, output, folder = train(tmp_path, "digits_mlp.yaml", "--set", stop, "--epochs", "10")
+    assert code == 0, output
+    records = metrics(folder)
+    assert records[-1]["split"] == "stop" and records[-1]["epoch"] == 2
