@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from specgrad.cli.demo import demo
+from specgrad.cli.run import run
 from specgrad.cli.train import train
 from specgrad.cli.validate import validate
 
@@ -72,9 +73,26 @@ def train_command(
     out: Annotated[Path, typer.Option(help="folder for run folders")] = Path("runs"),
     epochs: Annotated[int | None, typer.Option(min=1, help="train for this many epochs instead")] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="train for this many steps instead")] = None,
+    resume: Annotated[Path | None, typer.Option(help="continue the run in this folder from its checkpoint")] = None,
 ) -> None:
     """Train the model a spec describes; writes a run folder with metrics, checkpoints and the final weights."""
-    train(spec, overrides or [], device, out, epochs, steps)
+    train(spec, overrides or [], device, out, epochs, steps, resume)
+
+
+@app.command("run")
+def run_command(
+    spec: Annotated[Path, typer.Argument(help="the spec file (YAML)")],
+    weights: Annotated[Path, typer.Option(help="the trained weights: a run folder's model.safetensors")],
+    input_path: Annotated[
+        Path, typer.Option("--input", help="examples: .npy, .csv (header row) or .json (nested lists)")
+    ],
+    output: Annotated[Path | None, typer.Option(help="write the outputs to this .npy, .csv or .json file")] = None,
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
+    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the predictions as JSON")] = False,
+) -> None:
+    """Run trained weights on examples from a file: a class and its probability, values, or the next character."""
+    run(spec, weights, input_path, output, overrides or [], device, as_json)
 
 
 @app.command("schema")

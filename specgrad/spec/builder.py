@@ -79,8 +79,8 @@ class Model:
 
     def __init__(self, steps: list[tuple[str, Layer | None, str, tuple[str, ...]]], inputs: tuple[str, ...],
                  outputs: tuple[str, ...], axes: dict[str, int]):  # fmt: skip
-        self.steps = [(name, layer) for name, layer, _, _ in steps]  # NOTE: the layers, for get_parameters
-        self._plan = [(name, layer, op, srcs) for name, layer, op, srcs in steps]
+        self.steps = [(name, layer) for name, layer, _, _ in steps]  # NOTE: the only place layers live (state dict)
+        self._plan = [(name, op, srcs) for name, _, op, srcs in steps]
         self.input_names, self.output_names, self._axes = inputs, outputs, axes
 
     def __call__(self, *xs: Tensor) -> Tensor | tuple[Tensor, ...]:
@@ -88,7 +88,7 @@ class Model:
             raise ValueError(f"the model takes {len(self.input_names)} inputs ({', '.join(self.input_names)}), "
                              f"got {len(xs)}")  # fmt: skip
         env: dict[str, Tensor] = dict(zip(self.input_names, xs))
-        for name, layer, op, srcs in self._plan:
+        for (name, op, srcs), (_, layer) in zip(self._plan, self.steps):
             args = [env[s] for s in srcs]
             env[name] = layer(args[0]) if layer is not None else _OPS[op](args, self._axes.get(name, -1))
         outs = tuple(env[o] for o in self.output_names)

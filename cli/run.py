@@ -1,0 +1,403 @@
+"""`specgrad run SPEC --weights W --input X`: a trained model's predictions for the examples in a .npy, .csv or .json
+file, printed (as text or JSON) or written to a .npy, .csv or .json file. Every problem is an error, exit 1."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+
+from specgrad import Device, Tensor
+from specgrad.device import DeviceUnavailable
+from specgrad.helpers import prod
+from specgrad.nn.state import load_state_dict, safe_load, safe_load_metadata
+from specgrad.spec.builder import Model, build_model
+from specgrad.spec.data import standardize
+from specgrad.spec.errors import Location, Problem, SpecError
+from specgrad.spec.trainer import spec_hash
+from specgrad.spec.validate import ValidSpec, validate_file
+
+CHUNK = 1024  # examples per forward pass: at most two shapes to compile, and bounded memory for big files
+MAX_PROBLEMS = 10  # bad cells reported at once; the rest are counted
+FORMATS = (".npy", ".csv", ".json")
+
+
+def run(spec_path: Path, weights: Path, input_path: Path, output: Path | None, overrides: list[str],
+        device: str | None, as_json: bool) -> None:  # fmt: skip
+    try:
+        spec = validate_file(spec_path, overrides)
+        if output is not None:
+            _check_format(output, "--output")
+        if device is not None:
+            Device.DEFAULT = device
+        model, meta = load_model(spec, weights)
+        task = meta.get("task") or guess_task(spec)
+        x = prepare(read_examples(input_path, spec), spec, meta, input_path, weights)
+        out = to_result(task, predict(model, x))
+        if output is None:
+            report(task, out, as_json)
+            return
+        write_output(output, out, _columns(task, spec, out))
+    except SpecError as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(1) from None
+    except DeviceUnavailable as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(3) from None
+    shape = list(out.shape)
+    if as_json:
+        typer.echo(json.dumps({"output": str(output), "shape": shape, "examples": len(out)}))
+    else:
+        typer.echo(f"wrote the {'probabilities' if task == 'classify' else 'outputs'} of {len(out)} examples "
+                   f"(shape {shape}) to {output}")  # fmt: skip
+
+
+# *** the model and its weights ***
+
+
+def load_model(spec: ValidSpec, weights: Path) -> tuple[Model, dict[str, str]]:
+    """The spec's model with the weights loaded strictly, and the weights' metadata (task, normalization, ...)."""
+    if len(spec.inputs) != 1 or len(spec.outputs) != 1:
+        raise SpecError.at(Location(spec.path, 1, 1), f"run feeds one input and prints one output, but this model has "
+                           f"inputs {', '.join(spec.inputs)} and outputs {', '.join(spec.outputs)}")  # fmt: skip
+    model = build_model(spec)
+    if not weights.is_file():
+        why = "is a folder, not a weights file" if weights.is_dir() else "no such file"
+        raise SpecError.at(None, f"--weights {weights}: {why}", "pass the model.safetensors of a run folder")
+    try:
+        meta = safe_load_metadata(weights)
+        state = safe_load(weights)
+    except OSError as e:
+        raise SpecError.at(None, f"cannot read the weights {weights}: {e.strerror}") from None
+    except ValueError as e:
+        raise SpecError.at(None, f"{e}", "the file may be truncated or not a weights file: train again, or pass "
+                           "the model.safetensors of a finished run") from None  # fmt: skip
+    trained_with = f"'{meta['name']}'" if meta.get("name") else "another spec"
+    differs = meta.get("spec_hash") not in (None, spec_hash(spec.values))
+    try:
+        load_state_dict(model, state, strict=True)
+    except ValueError as e:
+        note = f" (they were trained with {trained_with})" if differs else ""
+        keys = str(e).partition(":\n")[2] or str(e)  # NOTE: load_state_dict lists every bad key, one per line
+        raise SpecError.at(None, f"the weights in {weights} do not fit the model of {spec.path}{note}:\n{keys}",
+                           "pass weights that `specgrad train` wrote for this spec") from None  # fmt: skip
+    if differs:
+        typer.echo(f"warning: {weights} was trained with a different spec ({trained_with}, spec_hash "
+                   f"{meta['spec_hash']}; {spec.path} has {spec_hash(spec.values)}); the shapes fit, so running it",
+                   err=True)  # fmt: skip
+    return model, meta
+
+
+def guess_task(spec: ValidSpec) -> str:
+    """The task when the weights do not say (written by another tool): from the spec's data section."""
+    data = spec.values.get("data") or {}
+    if data.get("source") == "text":
+        return "language"
+    return "classify" if data.get("source") in ("digits", "spirals") and data.get("target") is None else "regress"
+
+
+def predict(model: Model, x: np.ndarray) -> np.ndarray:
+    """The model's output for every example, CHUNK examples per forward pass."""
+    outs = [model(Tensor(x[i : i + CHUNK])).numpy() for i in range(0, len(x), CHUNK)]
+    return np.concatenate(outs)
+
+
+# *** reading examples ***
+
+
+def _check_format(path: Path, what: str) -> None:
+    if path.suffix.lower() not in FORMATS:
+        raise SpecError.at(None, f"{what} {path}: cannot tell the format from '{path.suffix or 'no extension'}'",
+                           f"name a {', '.join(FORMATS[:-1])} or {FORMATS[-1]} file")  # fmt: skip
+
+
+def read_examples(path: Path, spec: ValidSpec) -> np.ndarray:
+    """(N, *input shape) numbers from a .npy, .csv or .json file, as written (not yet normalized or cast)."""
+    _check_format(path, "--input")
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise SpecError.at(None, f"--input {path}: no such file") from None
+    except OSError as e:
+        raise SpecError.at(None, f"--input {path}: cannot read it: {e.strerror}") from None
+    shape = next(iter(spec.inputs.values()))[0]
+    x = READERS[path.suffix.lower()](raw, path, spec)
+    if path.suffix.lower() == ".csv" and x.shape[1] == prod(shape):
+        x = x.reshape(len(x), *shape)  # NOTE: a CSV row is one flattened example (row-major)
+    x = _batched(x, tuple(shape), path)
+    _check_finite(x, path)
+    return x
+
+
+def _batched(x: np.ndarray, shape: tuple[int, ...], path: Path) -> np.ndarray:
+    """x as (N, *shape): a batch of examples, or one example without the batch axis."""
+    if x.shape == shape:
+        return x[None]
+    if x.shape[1:] == shape and len(x) > 0:
+        return x
+    if x.shape[1:] == shape:
+        raise SpecError.at(None, f"{path} holds no examples")
+    hint = None
+    if x.ndim > 0 and len(x) and prod(x.shape[1:]) == prod(shape):
+        hint = f"each of its {len(x)} examples has the right number of values: reshape it to {(len(x), *shape)}"
+    elif x.size == prod(shape):
+        hint = f"it holds one example's worth of values: reshape it to {shape}"
+    raise SpecError.at(None, f"the model takes examples of shape {list(shape)}; {path} has shape {x.shape}", hint)
+
+
+def _where(index: tuple[int, ...]) -> str:
+    return f"example {index[0]}" + (f", position {list(index[1:])}" if len(index) > 1 else "")
+
+
+def _check_finite(x: np.ndarray, path: Path) -> None:
+    bad = np.argwhere(~np.isfinite(x)) if x.dtype.kind == "f" else []
+    if len(bad):
+        i = tuple(int(v) for v in bad[0])
+        raise SpecError.at(None, f"{path}: {_where(i)} is {x[i]} ({len(bad)} values are NaN or infinite)",
+                           "fill in numbers, or leave those examples out")  # fmt: skip
+
+
+def _read_npy(raw: bytes, path: Path, spec: ValidSpec) -> np.ndarray:
+    try:
+        x = np.load(io.BytesIO(raw), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as e:
+        why = "it holds Python objects, which are never loaded" if "pickle" in str(e) else str(e)
+        raise SpecError.at(None, f"--input {path} cannot be read as a .npy file ({why})",
+                           "save the examples with numpy: np.save(path, examples)") from None  # fmt: skip
+    if not isinstance(x, np.ndarray) or x.dtype.kind not in "biuf":
+        raise SpecError.at(None, f"--input {path} must hold numbers, got {getattr(x, 'dtype', type(x).__name__)}")
+    return x
+
+
+def _json_shape(v: Any, path: Path, at: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """The shape of nested lists of numbers; the first item that is not a finite number, or ragged lists, an error."""
+    if isinstance(v, list):
+        shapes = [_json_shape(item, path, (*at, i)) for i, item in enumerate(v)]
+        for i, s in enumerate(shapes):
+            if s != shapes[0]:
+                raise SpecError.at(None, f"{path}: item {_item((*at, i))} has shape {list(s)}, but item "
+                                   f"{_item((*at, 0))} has shape {list(shapes[0])}",
+                                   "every example must have the same shape")  # fmt: skip
+        return (len(v), *(shapes[0] if shapes else ()))
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        what = "is not a finite number" if isinstance(v, float) else "is not a number"
+        where = f"item {_item(at)}" if at else "the file"
+        raise SpecError.at(None, f"{path}: {where} ({json.dumps(v)[:40]}) {what}",
+                           "write examples as (nested) lists of numbers")  # fmt: skip
+    return ()
+
+
+def _item(at: tuple[int, ...]) -> str:
+    return "".join(f"[{i}]" for i in at)
+
+
+def _read_json(raw: bytes, path: Path, spec: ValidSpec) -> np.ndarray:
+    try:
+        value = json.loads(raw.decode("utf-8-sig"))
+    except UnicodeDecodeError:
+        raise SpecError.at(None, f"--input {path} is not UTF-8 text") from None
+    except json.JSONDecodeError as e:
+        raise SpecError.at(Location(str(path), e.lineno, e.colno), f"{path.name} is not valid JSON: {e.msg}") from None
+    _json_shape(value, path)
+    return np.asarray(value, dtype=np.float64)
+
+
+def _read_csv(raw: bytes, path: Path, spec: ValidSpec) -> np.ndarray:
+    """(N, columns): the spec's data.features columns for a csv-source spec, else every column in order."""
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise SpecError.at(None, f"--input {path} is not UTF-8 text") from None
+    reader, rows = csv.reader(io.StringIO(text, newline="")), []
+    try:
+        rows = [(reader.line_num, cells) for cells in reader if any(c.strip() for c in cells)]
+    except csv.Error as e:
+        where = Location(str(path), reader.line_num, 1)
+        raise SpecError.at(where, f"{path.name} cannot be read as CSV ({e})") from None
+    if not rows:
+        raise SpecError.at(Location(str(path), 1, 1), f"{path.name} is empty: a CSV input needs a header row naming "
+                           "the columns, then one row per example")  # fmt: skip
+    (hline, header), rows = (rows[0][0], [h.strip() for h in rows[0][1]]), rows[1:]
+    if all(_is_number(h) for h in header):
+        raise SpecError.at(Location(str(path), hline, 1), f"the first row of {path.name} holds numbers: a CSV input "
+                           "needs a header row naming the columns", "add a header row")  # fmt: skip
+    cols = _csv_columns(spec, header, Location(str(path), hline, 1), path)
+    return _csv_values(rows, header, cols, path)
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _csv_columns(spec: ValidSpec, header: list[str], loc: Location, path: Path) -> list[int]:
+    data = spec.values.get("data") or {}
+    if data.get("source") != "csv":
+        return list(range(len(header)))
+    features = data.get("features") or [h for h in header if h != data.get("target")]
+    missing = [f for f in features if f not in header]
+    if missing:
+        raise SpecError.at(loc, f"the model reads the columns {', '.join(features)} (data.features), but "
+                           f"{path.name} has no column {', '.join(repr(m) for m in missing)}",
+                           f"the header has: {', '.join(header)}")  # fmt: skip
+    return [header.index(f) for f in features]
+
+
+def _csv_values(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], path: Path) -> np.ndarray:
+    out, problems = np.zeros((len(rows), len(cols))), []
+    for i, (line, cells) in enumerate(rows):
+        if len(cells) != len(header):
+            problems.append(Problem(f"row {line} has {len(cells)} cells, but the header has {len(header)} columns",
+                                    Location(str(path), line, 1)))  # fmt: skip
+            continue
+        for j, c in enumerate(cols):
+            s = cells[c].strip()
+            v = float(s) if _is_number(s) else math.nan
+            if not math.isfinite(v):
+                what = "is empty" if not s else f"'{s}' is not a {'finite ' * _is_number(s)}number"
+                problems.append(Problem(f"row {line}, column '{header[c]}' {what}", Location(str(path), line, c + 1),
+                                        "fill in a number, or leave the row out"))  # fmt: skip
+            out[i, j] = v
+    if len(problems) > MAX_PROBLEMS:
+        problems = [*problems[:MAX_PROBLEMS], Problem(f"... and {len(problems) - MAX_PROBLEMS} more in {path}")]
+    if problems:
+        raise SpecError(problems)
+    return out
+
+
+READERS: dict[str, Callable[[bytes, Path, ValidSpec], np.ndarray]] = {
+    ".npy": _read_npy, ".csv": _read_csv, ".json": _read_json}  # fmt: skip
+
+
+# *** what the model is given ***
+
+
+def prepare(x: np.ndarray, spec: ValidSpec, meta: dict[str, str], path: Path, weights: Path) -> np.ndarray:
+    """Float inputs standardized with the training statistics in the weights; token ids checked and cast."""
+    _, dtype = next(iter(spec.inputs.values()))
+    if not dtype.startswith("float"):
+        return _tokens(x, spec, dtype, path)
+    data = spec.values.get("data") or {}
+    if data.get("source") == "digits" and x.max() > 1.5:
+        typer.echo(f"warning: the model was trained on digits with pixel values 0..1 (the bundled images divided by "
+                   f"16); {path} has values up to {x.max():g}", err=True)  # fmt: skip
+    try:
+        stats = {k: np.asarray(v, dtype=np.float32) for k, v in json.loads(meta.get("normalization") or "{}").items()}
+        return standardize(x, stats).astype(dtype)
+    except (ValueError, TypeError, KeyError) as e:
+        raise SpecError.at(None, f"the normalization stored in {weights} does not fit the inputs of shape "
+                           f"{list(x.shape[1:])} ({e})") from None  # fmt: skip
+
+
+def _tokens(x: np.ndarray, spec: ValidSpec, dtype: str, path: Path) -> np.ndarray:
+    """Integer inputs: whole numbers, within the vocabulary of the embedding that reads them."""
+    fractional = np.argwhere(x != np.round(x)) if x.dtype.kind == "f" else []
+    if len(fractional):
+        i = tuple(int(v) for v in fractional[0])
+        raise SpecError.at(None, f"{path}: {_where(i)} is {x[i]}, but the model takes whole numbers ({dtype})")
+    name = next(iter(spec.inputs))
+    vocab = next((int(s.args["vocab"]) for s in spec.steps if s.what == "embedding" and name in s.srcs), None)
+    if vocab is not None and len(bad := np.argwhere((x < 0) | (x >= vocab))):
+        i = tuple(int(v) for v in bad[0])
+        raise SpecError.at(None, f"{path}: {_where(i)} is {x[i]:g}, outside the model's vocabulary (0..{vocab - 1})")
+    return x.astype(dtype)
+
+
+# *** results ***
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def to_result(task: str, out: np.ndarray) -> np.ndarray:
+    """What run reports and writes: probabilities for a classifier, the outputs as they are otherwise."""
+    return _softmax(out.astype(np.float64)).astype(np.float32) if task == "classify" else out
+
+
+def _char(code: int) -> str:
+    return repr(chr(code)) if 0 <= code < 0x110000 else f"token {code}"
+
+
+def _classify(i: int, p: np.ndarray) -> tuple[str, dict[str, Any]]:
+    k = int(p.argmax())
+    return f"{i}: class {k} (p={p[k]:.3f})", {"index": i, "class": k, "probability": float(p[k]),
+                                               "probabilities": p.tolist()}  # fmt: skip
+
+
+def _regress(i: int, y: np.ndarray) -> tuple[str, dict[str, Any]]:
+    if y.size == 1:
+        return f"{i}: {float(y.reshape(())):.6g}", {"index": i, "value": float(y.reshape(()))}
+    return f"{i}: [{', '.join(f'{v:.4g}' for v in y.reshape(-1))}]", {"index": i, "values": y.tolist()}
+
+
+def _language(i: int, logits: np.ndarray) -> tuple[str, dict[str, Any]]:
+    p = _softmax(logits.reshape(-1, logits.shape[-1])[-1].astype(np.float64))  # the last position's next token
+    k = int(p.argmax())
+    return f"{i}: next {_char(k)} (p={p[k]:.3f})", {"index": i, "next": chr(k) if k < 0x110000 else None,
+                                                     "token": k, "probability": float(p[k])}  # fmt: skip
+
+
+FORMATTERS: dict[str, Callable[[int, np.ndarray], tuple[str, dict[str, Any]]]] = {
+    "classify": _classify, "regress": _regress, "language": _language}  # fmt: skip
+
+
+def report(task: str, out: np.ndarray, as_json: bool) -> None:
+    lines, records = zip(*(FORMATTERS[task](i, y) for i, y in enumerate(out)))
+    typer.echo(json.dumps(list(records), indent=2) if as_json else "\n".join(lines))
+
+
+def _columns(task: str, spec: ValidSpec, out: np.ndarray) -> list[str]:
+    """CSV header: class_<k> for probabilities, the target's name for one regression value, else out_<k>."""
+    width = prod(out.shape[1:])
+    data = spec.values.get("data") or {}
+    if task == "classify" and out.ndim == 2:
+        return [f"class_{k}" for k in range(width)]
+    if task == "regress" and width == 1 and data.get("source") == "csv" and data.get("target"):
+        return [str(data["target"])]
+    return [f"out_{k}" for k in range(width)]
+
+
+def write_output(path: Path, out: np.ndarray, columns: list[str]) -> None:
+    """out as .npy, .csv (one flattened example per row) or .json (nested lists), written atomically."""
+    if path.suffix.lower() == ".npy":
+        buf = io.BytesIO()
+        np.save(buf, out)
+        data = buf.getvalue()
+    elif path.suffix.lower() == ".csv":
+        text = io.StringIO()
+        writer = csv.writer(text, lineterminator="\n")
+        writer.writerow(columns)
+        writer.writerows([f"{v:.9g}" for v in row] for row in out.reshape(len(out), -1).tolist())
+        data = text.getvalue().encode()
+    else:
+        data = (json.dumps(out.tolist()) + "\n").encode()
+    _write_atomic(path, data)
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    """A temporary file in the same folder, renamed over path: a crash never leaves half a file."""
+    try:
+        f = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False)
+    except OSError as e:
+        raise SpecError.at(None, f"--output {path}: cannot write it: {e.strerror or e}") from None
+    try:
+        with f:
+            f.write(data)
+        os.replace(f.name, path)
+    except OSError as e:
+        Path(f.name).unlink(missing_ok=True)
+        raise SpecError.at(None, f"--output {path}: cannot write it: {e.strerror or e}") from None
