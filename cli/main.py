@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from specgrad.cli.demo import demo
+from specgrad.cli.export import export
 from specgrad.cli.run import run
 from specgrad.cli.train import train
 from specgrad.cli.validate import validate
@@ -93,6 +94,18 @@ def run_command(
 ) -> None:
     """Run trained weights on examples from a file: a class and its probability, values, or the next character."""
     run(spec, weights, input_path, output, overrides or [], device, as_json)
+
+
+@app.command("export")
+def export_command(
+    spec: Annotated[Path, typer.Argument(help="the spec file (YAML)")],
+    weights: Annotated[Path, typer.Option(help="the trained weights: a run folder's model.safetensors")],
+    fmt: Annotated[str, typer.Option("--format", help="safetensors, onnx or c")],
+    out: Annotated[Path, typer.Option(help="the file to write (.safetensors, .onnx or .c)")],
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
+) -> None:
+    """Export trained weights: safetensors, ONNX (needs the onnx extra), or self-contained C source."""
+    export(spec, weights, fmt, out, overrides or [])
 
 
 @app.command("schema")

@@ -329,6 +329,7 @@ class Runner:
     device: str
     fxn: RunFn
     launch_dims: tuple[sint, ...] = ()  # the global size (GPU) or the output loops (C), for DEBUG=2
+    src: str = ""  # the generated source, for compiled devices (the C export reuses it)
 
     def __post_init__(self) -> None:
         info = get_lazyop_info(self.ast)
@@ -402,7 +403,7 @@ class Compiled:
             print(src)
         fxn = self.runtime(prg, self.compiler.compile_cached(src))
         dims = prg.global_size if prg.global_size is not None else prg.output_shape
-        return Runner(self._display_name(prg.name), ast, self.name, fxn, dims)
+        return Runner(self._display_name(prg.name), ast, self.name, fxn, dims, src)
 
     def synchronize(self) -> None:
         pass

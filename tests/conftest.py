@@ -35,6 +35,14 @@ def device(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture(autouse=True)
+def keep_default_device() -> object:
+    """A test (or a CLI command it runs in-process) that changes Device.DEFAULT does not leak it to the next test."""
+    before = Device.DEFAULT
+    yield
+    Device._default = before
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> object:
     """A device that lacks a dtype (PoCL's CPU device has no half) skips the test with the device's own reason."""

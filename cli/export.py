@@ -1,0 +1,56 @@
+"""`specgrad export SPEC --weights W --format safetensors|onnx|c --out PATH`: trained weights in a form other tools
+(or plain C) can run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from specgrad.cli.run import load_model
+
+from specgrad import Device
+from specgrad.device import DeviceUnavailable
+from specgrad.nn.state import get_state_dict, safe_save
+from specgrad.spec.errors import SpecError
+from specgrad.spec.trainer import spec_hash
+from specgrad.spec.validate import validate_file
+
+FORMATS = ("safetensors", "onnx", "c")
+
+
+def export(spec_path: Path, weights: Path, fmt: str, out: Path, overrides: list[str]) -> None:
+    if fmt not in FORMATS:
+        typer.echo(f"error: unknown format '{fmt}'; choose one of {', '.join(FORMATS)}", err=True)
+        raise typer.Exit(2)
+    try:
+        spec = validate_file(spec_path, overrides)
+        if fmt == "c":
+            Device.DEFAULT = "CLANG"  # NOTE: the C export is made of CLANG kernels: the weights must live there
+        model, meta = load_model(spec, weights)
+        if not out.parent.is_dir():
+            raise SpecError.at(None, f"--out {out}: the folder {out.parent} does not exist")
+        if fmt == "safetensors":
+            safe_save(get_state_dict(model), out, metadata={**meta, "spec_hash": spec_hash(spec.values)})
+            typer.echo(f"wrote {out}")
+        elif fmt == "onnx":
+            from specgrad.spec.export.onnx import export_onnx
+
+            export_onnx(spec, model, out)
+            typer.echo(f"wrote {out} (ONNX; checked with onnx.checker)")
+        else:
+            from specgrad.spec.export.c import export_c
+
+            header = export_c(spec, model, out, json.loads(meta.get("normalization", "{}")))
+            typer.echo(f"wrote {out} and {header}; build a command-line runner with\n"
+                       f"  cc -O2 -DSPECGRAD_MAIN {out} -o {out.with_suffix('')} -lm\n"
+                       f"(it reads examples as numbers on stdin and prints one output line each)")  # fmt: skip
+    except SpecError as e:
+        typer.echo(str(e), err=True)
+        raise typer.Exit(1) from None
+    except (DeviceUnavailable, ImportError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(3) from None
+    except (ValueError, RuntimeError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(1 if isinstance(e, ValueError) else 3) from None

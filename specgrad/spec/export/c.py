@@ -1,0 +1,136 @@
+"""Export a model as self-contained C: the CLANG kernels TinyJit captured for one forward pass, the weights as
+arrays, and a forward function that calls the kernels in order. No Python is needed to run it.
+
+Imports the public API (Tensor, TinyJit, Device) and spec.builder/spec.validate; kernel sources come from the
+captured runners, never from driving codegen.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from specgrad import Device, Tensor, TinyJit
+from specgrad.device import Buffer, Runner
+from specgrad.realize import ExecItem
+from specgrad.renderer.cstyle import C_DIALECT
+from specgrad.spec.builder import Model
+from specgrad.spec.validate import ValidSpec
+
+MAIN = """
+#ifdef SPECGRAD_MAIN
+#include <stdio.h>
+/* Reads examples from stdin as whitespace-separated numbers (IN_SIZE per example) and prints each output. */
+int main(void) {{
+  static {in_type} x[{name}_IN_SIZE];
+  static {out_type} y[{name}_OUT_SIZE];
+  for (;;) {{
+    for (int i = 0; i < {name}_IN_SIZE; i++) {{
+      double v;
+      if (scanf("%lf", &v) != 1) return i == 0 ? 0 : 1;
+      x[i] = ({in_type})v;
+    }}
+    {name}_forward(x, y);
+    for (int i = 0; i < {name}_OUT_SIZE; i++) printf(i ? " %.9g" : "%.9g", (double)y[i]);
+    printf("\\n");
+  }}
+}}
+#endif
+"""
+
+
+def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], Buffer, Buffer]:
+    """The kernels of one forward pass (batch of 1) on CLANG, with the input and output buffers."""
+    if len(spec.inputs) != 1 or len(spec.outputs) != 1:
+        raise ValueError("the C export supports models with one input and one output")
+    ((shape, dtype),) = spec.inputs.values()
+    jitted = TinyJit(lambda x: model(x).realize())
+    zeros = np.zeros((1, *shape), dtype=np.int32 if dtype.startswith("int") else np.float32)
+    for _ in range(3):
+        x = Tensor(zeros, device="CLANG")
+        out = jitted(x)
+    non_kernels = [i for i in jitted.items if not isinstance(getattr(i.run, "__self__", None), Runner)]
+    if non_kernels:
+        raise ValueError("the model's forward pass copies or draws random numbers; it cannot be exported to C")
+    return jitted.items, x.lazydata.base.realized, out.lazydata.base.realized
+
+
+def _kernel_source(runner: Runner, name: str) -> tuple[str, str]:
+    """(header part, the function renamed to `name` and made static)."""
+    at = runner.src.index("void ")
+    header, body = runner.src[:at], runner.src[at:]
+    fn = re.match(r"void (\w+)\(", body).group(1)  # type: ignore[union-attr]
+    return header, "static " + body.replace(f"void {fn}(", f"void {name}(", 1)
+
+
+def _array(values: np.ndarray, ctype: str) -> str:
+    flat = values.reshape(-1)
+    if flat.dtype.kind == "f":
+        items = [("NAN" if np.isnan(v) else ("INFINITY" if v > 0 else "-INFINITY")) if not np.isfinite(v)
+                 else float(v).hex() + ("f" if ctype == "float" else "") for v in flat.tolist()]  # fmt: skip
+    else:
+        items = [str(int(v)) for v in flat.tolist()]
+    lines = [", ".join(items[i : i + 8]) for i in range(0, len(items), 8)]
+    return "{\n  " + ",\n  ".join(lines) + "\n}"
+
+
+def export_c(spec: ValidSpec, model: Model, c_path: Path, stats: dict | None = None) -> Path:
+    """Write <name>.c and <name>.h beside it; returns the header's path. `stats` (the training split's mean and
+    std, as `specgrad run` applies them) are applied to the input inside the forward function."""
+    Device["CLANG"]  # NOTE: the export is made of CLANG kernels: fail early, with the reason, without a compiler
+    items, inp, out = _capture(spec, model)
+    name = re.sub(r"\W", "_", str(spec.values["name"])).strip("_") or "model"
+    written = {id(i.bufs[0]) for i in items}
+    names: dict[int, str] = {id(inp): "input", id(out): "output"}
+    headers: list[str] = []
+    kernels, calls, arrays = [], [], []
+    for k, item in enumerate(items):
+        header, fn = _kernel_source(item.run.__self__, f"kernel{k}")  # type: ignore[attr-defined]
+        headers += [] if header in headers else [header]
+        kernels.append(fn)
+        for b in item.bufs:
+            if id(b) in names:
+                continue
+            ctype = C_DIALECT.storage_type(b.dtype)
+            if id(b) in written:
+                names[id(b)] = f"t{len(names)}"
+                arrays.append(f"static {ctype} {names[id(b)]}[{max(b.size, 1)}];")
+            else:
+                names[id(b)] = f"w{len(names)}"
+                values = b.numpy().view(np.uint16) if b.dtype.name == "float16" else b.numpy()
+                arrays.append(f"static const {ctype} {names[id(b)]}[{max(b.size, 1)}] = {_array(values, ctype)};")
+        calls.append(f"  kernel{k}({', '.join(names[id(b)] for b in item.bufs)});")
+    in_type, out_type = C_DIALECT.storage_type(inp.dtype), C_DIALECT.storage_type(out.dtype)
+    prologue = []
+    if stats and "mean" in stats and in_type == "float":
+        mean = np.broadcast_to(np.asarray(stats["mean"], np.float32), spec.inputs[next(iter(spec.inputs))][0]).reshape(
+            -1
+        )
+        std = np.broadcast_to(np.asarray(stats["std"], np.float32), mean.shape).reshape(-1)
+        arrays += [f"static const float norm_mean[{mean.size}] = {_array(mean, 'float')};",
+                   f"static const float norm_std[{std.size}] = {_array(std, 'float')};",
+                   f"static float normalized[{mean.size}];"]  # fmt: skip
+        prologue = [f"  for (int i = 0; i < {mean.size}; i++) normalized[i] = (input[i] - norm_mean[i]) / norm_std[i];"]
+        calls = [c.replace("(input", "(normalized").replace(", input", ", normalized") for c in calls]
+    upper = name.upper()
+    h = (f"/* {spec.values['name']}: generated by specgrad export; one example per call. */\n"
+         f"#define {name}_IN_SIZE {inp.size}\n#define {name}_OUT_SIZE {out.size}\n"
+         f"void {name}_forward(const {in_type}* input, {out_type}* output);\n")  # fmt: skip
+    guard = f"SPECGRAD_{upper}_H"
+    h_path = c_path.with_suffix(".h")
+    c = "\n".join([*headers, f'#include "{h_path.name}"', *kernels, *arrays,
+                   f"void {name}_forward(const {in_type}* input, {out_type}* output) {{", *prologue, *calls, "}",
+                   MAIN.format(name=name, in_type=in_type, out_type=out_type)])  # fmt: skip
+    _atomic_write(h_path, f"#ifndef {guard}\n#define {guard}\n{h}#endif\n")
+    _atomic_write(c_path, c)
+    return h_path
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
+        f.write(text)
+    os.replace(f.name, path)

@@ -1,0 +1,71 @@
+"""`specgrad export`: safetensors copies, and C source that compiles with cc and reproduces `specgrad run`."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from specgrad.cli.main import app
+from typer.testing import CliRunner
+
+from specgrad.nn.state import safe_load
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+runner = CliRunner()
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("runs")
+    result = runner.invoke(app, ["train", str(SPECS / "digits_mlp.yaml"), "--steps", "40", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    return out / "digits-mlp-1" / "model.safetensors"
+
+
+def test_export_safetensors(trained: Path, tmp_path: Path) -> None:
+    out = tmp_path / "copy.safetensors"
+    result = runner.invoke(app, ["export", str(SPECS / "digits_mlp.yaml"), "--weights", str(trained), "--format",
+                                 "safetensors", "--out", str(out)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    a, b = safe_load(trained), safe_load(out)
+    assert a.keys() == b.keys() and all((a[k].numpy() == b[k].numpy()).all() for k in a)
+
+
+def test_export_c_compiles_and_matches_run(trained: Path, tmp_path: Path) -> None:
+    cc = shutil.which("cc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    c_file = tmp_path / "digits.c"
+    result = runner.invoke(app, ["export", str(SPECS / "digits_mlp.yaml"), "--weights", str(trained), "--format", "c",
+                                 "--out", str(c_file)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "digits.h").exists()
+    binary = tmp_path / "digits"
+    build = subprocess.run([cc, "-O2", "-DSPECGRAD_MAIN", str(c_file), "-o", str(binary), "-lm"], capture_output=True,
+                           text=True)  # fmt: skip
+    assert build.returncode == 0, build.stderr
+    from specgrad.datasets import load_digits
+
+    x = (load_digits()[0][:20].astype(np.float32) / 16).reshape(20, 1, 8, 8)
+    np.save(tmp_path / "x.npy", x)
+    ran = runner.invoke(app, ["run", str(SPECS / "digits_mlp.yaml"), "--weights", str(trained), "--input",
+                              str(tmp_path / "x.npy"), "--output", str(tmp_path / "p.npy")])  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    probs = np.load(tmp_path / "p.npy")
+    text = " ".join(repr(float(v)) for v in x.reshape(-1))
+    lines = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True).stdout.split("\n")
+    logits = np.array([[float(v) for v in line.split()] for line in lines if line])
+    e = np.exp(logits - logits.max(1, keepdims=True))
+    np.testing.assert_allclose(e / e.sum(1, keepdims=True), probs, rtol=1e-4, atol=1e-6)
+
+
+def test_export_errors(trained: Path, tmp_path: Path) -> None:
+    bad = runner.invoke(app, ["export", str(SPECS / "digits_mlp.yaml"), "--weights", str(trained), "--format", "tflite",
+                              "--out", str(tmp_path / "m")])  # fmt: skip
+    assert bad.exit_code == 2 and "unknown format 'tflite'" in bad.output
+    wrong = runner.invoke(app, ["export", str(SPECS / "digits_cnn.yaml"), "--weights", str(trained), "--format", "c",
+                                "--out", str(tmp_path / "m.c")])  # fmt: skip
+    assert wrong.exit_code == 1 and "do not fit the model" in wrong.output and "Traceback" not in wrong.output
