@@ -90,7 +90,7 @@ def _layer_args(name: str, node: YNode | None, where: str, loc: Location) -> tup
             )
         ]
     entry = LAYERS[name].entry
-    if node is not None and node.kind == "scalar" and node.value is not None:
+    if node is not None and (node.kind == "seq" or (node.kind == "scalar" and node.value is not None)):
         if entry.shorthand is None:
             return {}, [Problem(f"{where}.{name} takes named arguments, got {describe(node)}", node.loc,
                                 f"write '{name}: {{...}}' with keys {', '.join(entry.args.fields)}")]  # fmt: skip
