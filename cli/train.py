@@ -10,7 +10,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from specgrad import Device
 from specgrad.device import DeviceUnavailable
 from specgrad.spec.errors import SpecError
-from specgrad.spec.trainer import NonFiniteLoss, Run, Trainer, new_run_folder, write_resolved_spec
+from specgrad.spec.trainer import Interrupted, NonFiniteLoss, Run, Trainer, new_run_folder, write_resolved_spec
 from specgrad.spec.validate import validate_file
 
 
@@ -54,9 +54,12 @@ def train(spec_path: Path, overrides: list[str], device: str | None, out: Path, 
     except ValueError as e:  # NOTE: a damaged checkpoint or one from another spec, when resuming
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(1) from None
-    except KeyboardInterrupt:
-        typer.echo(f"interrupted: the last checkpoint is in {run.folder / 'checkpoints'}; continue with\n"
+    except Interrupted as e:
+        typer.echo(f"interrupted: training state saved to {e.path}; continue with\n"
                    f"  specgrad train {spec_path} --resume {run.folder}", err=True)  # fmt: skip
+        raise typer.Exit(130) from None
+    except KeyboardInterrupt:  # NOTE: before the first step (compiling): nothing to save
+        typer.echo("interrupted before training started", err=True)
         raise typer.Exit(130) from None
     for record in run.metrics:
         if record["split"] == "valid":

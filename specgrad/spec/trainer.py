@@ -6,11 +6,14 @@ Imports the public API (Tensor, TinyJit, nn, nn.optim, nn.state) and spec.builde
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
+import signal
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -160,45 +163,54 @@ class Trainer:
         ckpt_cfg = t["checkpoint"] or {"every_epochs": 1, "keep": 3, "keep_best": True}
         cleanup_partial_files(run.folder)
         rng = np.random.default_rng(spec.values["seed"])
-        first_epoch, step, best, stale = 1, 0, None, 0
+        first_epoch, step, best, stale, skip = 1, 0, None, 0, 0
         if resume is not None:
-            first_epoch, step, best, stale = self.load_checkpoint(resume, rng)
+            first_epoch, step, best, stale, skip = self.load_checkpoint(resume, rng)
             first_epoch += 1
         last_good, valid = None, {}
-        for epoch in range(first_epoch, self.epochs + 1):
-            start, losses = time.perf_counter(), []
-            for x, y in batches(self.data.x_train, self.data.y_train, spec.batch_size, spec.values["data"]["shuffle"],
-                                rng):  # fmt: skip
-                loss = self.step_fn(Tensor(x), Tensor(y)).item()
-                step += 1
-                if not math.isfinite(loss):
-                    raise NonFiniteLoss(
-                        f"the loss became {loss} at step {step} (epoch {epoch}); last good checkpoint: "
-                        f"{last_good or 'none'}. Try a lower train.lr or set train.clip_grad_norm"
-                    )
-                losses.append(loss)
-                self.schedule.step()
-                if on_step is not None:
-                    on_step(epoch, step, loss)
-            run.log({"split": "train", "epoch": epoch, "step": step, "loss": float(np.mean(losses)),
-                     "lr": self.schedule.get_lr(), "examples_per_s": len(losses) * spec.batch_size /
-                     (time.perf_counter() - start)})  # fmt: skip
-            valid = self.evaluate()
-            run.log({"split": "valid", "epoch": epoch, "step": step, **valid})
-            watched = self._watched(valid)
-            improved = best is None or self._better(watched, best)
-            best, stale = (watched, 0) if improved else (best, stale + 1)
-            state = (epoch, step, best, stale, rng)
-            if epoch % ckpt_cfg["every_epochs"] == 0 or epoch == self.epochs:
-                last_good = self.save_checkpoint(run.folder / "checkpoints", f"epoch-{epoch:05d}", state)
-                prune(run.folder / "checkpoints", ckpt_cfg["keep"])
-            if improved and ckpt_cfg["keep_best"]:
-                self.save_checkpoint(run.folder / "checkpoints", "best", state)
-            stop = t["early_stopping"]
-            if stop and stale >= stop["patience"]:
-                run.log({"split": "stop", "epoch": epoch, "step": step, "reason":
-                         f"valid {stop['metric']} did not improve for {stop['patience']} epochs"})  # fmt: skip
-                break
+        with _deferred_interrupt() as interrupted:
+            for epoch in range(first_epoch, self.epochs + 1):
+                start, losses, epoch_rng = time.perf_counter(), [], dict(rng.bit_generator.state)
+                data = batches(
+                    self.data.x_train, self.data.y_train, spec.batch_size, spec.values["data"]["shuffle"], rng
+                )
+                for i, (x, y) in enumerate(data):
+                    if i < skip:
+                        continue  # NOTE: resuming mid-epoch: these batches were trained before the interruption
+                    loss = self.step_fn(Tensor(x), Tensor(y)).item()
+                    step += 1
+                    if not math.isfinite(loss):
+                        raise NonFiniteLoss(f"the loss became {loss} at step {step} (epoch {epoch}); last good "
+                                            f"checkpoint: {last_good or 'none'}. Try a lower train.lr or set "
+                                            f"train.clip_grad_norm")  # fmt: skip
+                    losses.append(loss)
+                    self.schedule.step()
+                    if on_step is not None:
+                        on_step(epoch, step, loss)
+                    if interrupted():
+                        state = (epoch - 1, step, best, stale, epoch_rng, i + 1)
+                        raise Interrupted(self.save_checkpoint(run.folder / "checkpoints", "interrupted", state))
+                skip = 0
+                run.log({"split": "train", "epoch": epoch, "step": step, "loss": float(np.mean(losses)),
+                         "lr": self.schedule.get_lr(), "examples_per_s": len(losses) * spec.batch_size /
+                         (time.perf_counter() - start)})  # fmt: skip
+                valid = self.evaluate()
+                run.log({"split": "valid", "epoch": epoch, "step": step, **valid})
+                watched = self._watched(valid)
+                improved = best is None or self._better(watched, best)
+                best, stale = (watched, 0) if improved else (best, stale + 1)
+                state = (epoch, step, best, stale, dict(rng.bit_generator.state), 0)
+                if epoch % ckpt_cfg["every_epochs"] == 0 or epoch == self.epochs:
+                    last_good = self.save_checkpoint(run.folder / "checkpoints", f"epoch-{epoch:05d}", state)
+                    prune(run.folder / "checkpoints", ckpt_cfg["keep"])
+                if improved and ckpt_cfg["keep_best"]:
+                    self.save_checkpoint(run.folder / "checkpoints", "best", state)
+                stop = t["early_stopping"]
+                if stop and stale >= stop["patience"]:
+                    run.log({"split": "stop", "epoch": epoch, "step": step, "reason":
+                             f"valid {stop['metric']} did not improve for {stop['patience']} epochs"})  # fmt: skip
+                    break
+        (run.folder / "checkpoints" / "interrupted.safetensors").unlink(missing_ok=True)
         safe_save(get_state_dict(self.model), run.folder / "model.safetensors", metadata=self.metadata())
         write_plot(run)
         return valid
@@ -220,7 +232,7 @@ class Trainer:
 
     def save_checkpoint(self, folder: Path, name: str, state: tuple) -> Path:
         """Model, optimizer, data order and random state, written atomically (a crash leaves the previous file)."""
-        epoch, step, best, stale, rng = state
+        epoch, step, best, stale, data_rng, skip = state
         folder.mkdir(exist_ok=True)
         path = folder / f"{name}.safetensors"
         tensors = {
@@ -228,19 +240,22 @@ class Trainer:
             **{f"optimizer.{k}": v for k, v in get_state_dict(self.opt).items() if not k.startswith("params.")},
         }
         meta = {"epoch": str(epoch), "step": str(step), "best": json.dumps(best), "stale": str(stale),
-                "data_rng": json.dumps(rng.bit_generator.state),
+                "data_rng": json.dumps(data_rng), "skip": str(skip),
                 "tensor_rng": json.dumps(Tensor._rng.bit_generator.state),
                 "spec_hash": spec_hash(self.spec.values)}  # fmt: skip
         safe_save(tensors, path, metadata=meta)
         return path
 
-    def load_checkpoint(self, folder: Path, rng: np.random.Generator) -> tuple[int, int, float | None, int]:
-        """Restore the newest checkpoint of a run folder; refuse a damaged one or one from another spec."""
-        ckpts = sorted((folder / "checkpoints").glob("epoch-*.safetensors"))
-        if not ckpts:
+    def load_checkpoint(self, folder: Path, rng: np.random.Generator) -> tuple[int, int, float | None, int, int]:
+        """Restore the newest checkpoint of a run folder (an epoch's, or the one an interruption wrote); refuse a
+        damaged one or one from another spec. Returns (epochs done, steps done, best, stale, batches to skip)."""
+        found = list((folder / "checkpoints").glob("epoch-*.safetensors"))
+        found += list((folder / "checkpoints").glob("interrupted.safetensors"))
+        if not found:
             raise ValueError(f"{folder} has no checkpoints to resume from")
-        path = ckpts[-1]
-        meta, tensors = safe_load_metadata(path), safe_load(path)  # NOTE: read whole before touching the model
+        metas = {p: safe_load_metadata(p) for p in found}
+        path = max(found, key=lambda p: int(metas[p].get("step", 0)))
+        meta, tensors = metas[path], safe_load(path)  # NOTE: read whole before touching the model
         if meta.get("spec_hash") != spec_hash(self.spec.values):
             raise ValueError(f"{path} was written for a different spec (after --set and extends); resume with the "
                              f"spec.resolved.yaml of that run folder")  # fmt: skip
@@ -250,7 +265,29 @@ class Trainer:
         Tensor._rng.bit_generator.state = json.loads(meta["tensor_rng"])
         step = int(meta["step"])
         self.schedule.step(epoch=step)
-        return int(meta["epoch"]), step, json.loads(meta["best"]), int(meta["stale"])
+        return int(meta["epoch"]), step, json.loads(meta["best"]), int(meta["stale"]), int(meta.get("skip", 0))
+
+
+class Interrupted(Exception):
+    """Ctrl-C: training stopped after a whole step; `path` is the checkpoint written for --resume."""
+
+    def __init__(self, path: Path):
+        super().__init__(str(path))
+        self.path = path
+
+
+@contextlib.contextmanager
+def _deferred_interrupt() -> Iterator[Callable[[], bool]]:
+    """Ctrl-C sets a flag the loop reads between steps, so a step is never cut in half."""
+    pressed = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.__setitem__(0, True))
+    try:
+        yield lambda: pressed[0]
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def cleanup_partial_files(folder: Path) -> None:

@@ -103,3 +103,32 @@ def test_early_stopping(tmp_path: Path) -> None:
     assert code == 0, output
     records = metrics(folder)
     assert records[-1]["split"] == "stop" and records[-1]["epoch"] == 2
+
+
+def test_ctrl_c_saves_a_checkpoint_and_resume_finishes_identically(tmp_path: Path, monkeypatch) -> None:
+    import contextlib
+
+    import specgrad.spec.trainer as trainer
+
+    code, output, straight = train(tmp_path / "a", "digits_mlp.yaml", "--epochs", "2")
+    assert code == 0, output
+    calls = [0]
+
+    @contextlib.contextmanager
+    def ctrl_c_after_30_steps():  # NOTE: as if Ctrl-C were pressed during step 30 (mid-epoch 2)
+        def pressed() -> bool:
+            calls[0] += 1
+            return calls[0] == 30
+
+        yield pressed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(trainer, "_deferred_interrupt", ctrl_c_after_30_steps)
+        code, output, halted = train(tmp_path / "b", "digits_mlp.yaml", "--epochs", "2")
+    assert code == 130 and "training state saved to" in output and "--resume" in output
+    assert (halted / "checkpoints" / "interrupted.safetensors").exists()
+    result = runner.invoke(app, ["train", str(SPECS / "digits_mlp.yaml"), "--epochs", "2", "--resume", str(halted)])
+    assert result.exit_code == 0, result.output
+    a, b = safe_load(straight / "model.safetensors"), safe_load(halted / "model.safetensors")
+    assert all((a[k].numpy() == b[k].numpy()).all() for k in a)
+    assert not (halted / "checkpoints" / "interrupted.safetensors").exists()
