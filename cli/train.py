@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import typer
@@ -42,12 +43,23 @@ def train(spec_path: Path, overrides: list[str], device: str | None, out: Path, 
     typer.echo(f"training {spec.values['name']} on {Device.DEFAULT}: {trainer.epochs} epochs of "
                f"{trainer.steps_per_epoch} steps; run folder {run.folder}")  # fmt: skip
     columns = (TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
-               TextColumn("loss {task.fields[loss]:.4f}"), TimeRemainingColumn())  # fmt: skip
+               TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("{task.fields[speed]:.0f} examples/s"),
+               TextColumn("{task.fields[valid]}"), TimeRemainingColumn())  # fmt: skip
+    started = time.perf_counter()
     try:
         with Progress(*columns, transient=True) as progress:
-            bar = progress.add_task("train", total=total, epoch=1, loss=float("nan"))
-            valid = trainer.fit(run, lambda epoch, step, loss: progress.update(bar, completed=step, epoch=epoch,
-                                                                              loss=loss), resume=resume)  # fmt: skip
+            bar = progress.add_task("train", total=total, epoch=1, loss=float("nan"), speed=0.0, valid="")
+
+            steps_here = [0]
+
+            def on_step(epoch: int, step: int, loss: float) -> None:
+                steps_here[0] += 1
+                valid = next((r for r in reversed(run.metrics) if r["split"] == "valid"), None)
+                shown = ", ".join(f"valid {k} {v:.3f}" for k, v in (valid or {}).items() if k in ("loss", "accuracy"))
+                speed = steps_here[0] * spec.batch_size / max(time.perf_counter() - started, 1e-9)
+                progress.update(bar, completed=step, epoch=epoch, loss=loss, speed=speed, valid=shown)
+
+            valid = trainer.fit(run, on_step, resume=resume)
     except NonFiniteLoss as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(4) from None

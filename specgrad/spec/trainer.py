@@ -184,6 +184,9 @@ class Trainer:
                                             f"checkpoint: {last_good or 'none'}. Try a lower train.lr or set "
                                             f"train.clip_grad_norm")  # fmt: skip
                     losses.append(loss)
+                    if step % t["log_every"] == 0:
+                        run.log({"split": "train", "epoch": epoch, "step": step, "loss": loss,
+                                 "lr": self.schedule.get_lr()})  # fmt: skip
                     self.schedule.step()
                     if on_step is not None:
                         on_step(epoch, step, loss)
@@ -191,7 +194,7 @@ class Trainer:
                         state = (epoch - 1, step, best, stale, epoch_rng, i + 1)
                         raise Interrupted(self.save_checkpoint(run.folder / "checkpoints", "interrupted", state))
                 skip = 0
-                run.log({"split": "train", "epoch": epoch, "step": step, "loss": float(np.mean(losses)),
+                run.log({"split": "train_epoch", "epoch": epoch, "step": step, "loss": float(np.mean(losses)),
                          "lr": self.schedule.get_lr(), "examples_per_s": len(losses) * spec.batch_size /
                          (time.perf_counter() - start)})  # fmt: skip
                 valid = self.evaluate()
@@ -314,7 +317,7 @@ def write_plot(run: Run) -> None:
     names = ["loss"] + (["accuracy"] if any("accuracy" in r for r in run.metrics) else [])
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
     for ax, name in zip(axes[0], names):
-        for split in ("train", "valid"):
+        for split in ("train_epoch", "valid"):
             rows = [r for r in run.metrics if r["split"] == split and name in r]
             if rows:
                 ax.plot([r["epoch"] for r in rows], [r[name] for r in rows], label=split)

@@ -74,6 +74,8 @@ TRAIN = Section("train", "how the model is trained", {
     "gamma": Field("float", "decay factor (step and exponential schedules)", 0.1, min=0.0, max=1.0),
     "min_lr": Field("float", "the learning rate cosine decays to", 0.0, min=0.0, max=10.0),
     "clip_grad_norm": Field("float", "largest allowed global gradient norm (none: no clipping)", None, min=0.0),
+    "log_every": Field("int", "write the training loss to metrics.jsonl every this many steps", 10, min=1,
+                       max=1_000_000),
     "metrics": Field("list", "what is reported each epoch", ["accuracy"],
                      item=Field("str", "a metric", REQUIRED, choices=("accuracy", "loss"))),
     "early_stopping": Field("map", "stop when a validation metric stops improving (none: never)", None,

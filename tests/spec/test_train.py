@@ -35,7 +35,10 @@ def test_train_digits_mlp_writes_a_run_folder(tmp_path: Path) -> None:
     records = metrics(folder)
     valid = [r for r in records if r["split"] == "valid"]
     assert [r["epoch"] for r in valid] == [1, 2, 3, 4] and valid[-1]["accuracy"] > 0.85
-    assert records[0]["split"] == "train" and records[0]["loss"] > records[-2]["loss"]
+    steps = [r for r in records if r["split"] == "train"]
+    assert [r["step"] for r in steps[:3]] == [10, 20, 30] and all({"epoch", "loss", "lr"} <= r.keys() for r in steps)
+    epochs = [r for r in records if r["split"] == "train_epoch"]
+    assert len(epochs) == 4 and epochs[0]["loss"] > epochs[-1]["loss"] and epochs[0]["examples_per_s"] > 0
     weights = safe_load(folder / "model.safetensors")
     assert "steps.1.1.weight" in weights and tuple(weights["steps.1.1.weight"].shape) == (128, 64)
     assert len(list((folder / "checkpoints").glob("epoch-*.safetensors"))) == 3  # NOTE: keep: 3 by default
