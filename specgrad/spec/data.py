@@ -1,4 +1,4 @@
-"""A spec's data as numpy arrays: the bundled digits and sonnets, text, CSV and .npz files, generated spirals and sine;
+"""A spec's data as numpy arrays: the bundled digits and sonnets, text, CSV, .npz/.npy files, spirals and sine;
 split with the spec's seed, standardized with training statistics only, and batched. Every problem in a data file is
 a SpecError at its file:line:col. Imports numpy, spec.errors, spec.loader, spec.resolve, spec.schema, spec.validate
 and specgrad.datasets (never Tensor: the trainer wraps the arrays).
@@ -449,9 +449,10 @@ def _load_csv(src: _Source) -> Dataset:
 def _npz_arrays(src: _Source, file: Path) -> dict[str, np.ndarray]:
     raw = _read_bytes(src, file)
     try:
+        if raw.startswith(b"\x93NUMPY"):  # NOTE: a single .npy file holds the inputs, 'x'
+            return {"x": np.load(io.BytesIO(raw), allow_pickle=False)}
         if raw[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):  # NOTE: a .npz is a zip archive of .npy files
-            one = raw.startswith(b"\x93NUMPY")
-            raise ValueError("it holds one array, not named arrays" if one else "np.savez did not write it")
+            raise ValueError("np.save or np.savez did not write it")
         with np.load(io.BytesIO(raw), allow_pickle=False) as f:
             return {k: f[k] for k in f.files}
     except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
@@ -501,6 +502,8 @@ def _load_npz(src: _Source) -> Dataset:
         return _split(src, x, x.astype(np.float32), "regress", None, loc, what)
     key = src.data["target"] or "y"
     yloc = (src.near("target") or loc) if src.data["target"] else loc
+    if key.endswith(".npy"):  # NOTE: x in a .npy file, y in another beside it
+        arrays = {key: _npz_arrays(src, file.parent / key)["x"]}
     y = _npz_get(src, arrays, key, file, yloc)
     if len(y) != len(x):
         raise SpecError.at(yloc, f"'{key}' in {file.name} has {len(y)} examples but 'x' has {len(x)}",

@@ -31,14 +31,15 @@ INPUT = Section("input", "the shape of one example", {
 
 SOURCES = ("digits", "text", "csv", "npz", "spirals", "sine")
 DATA = Section("data", "where examples come from and how they are batched", {
-    "source": Field("str", "digits (bundled 8x8 images), text (characters of a text file), csv, npz, spirals or "
-                           "sine (generated)", REQUIRED, choices=SOURCES),
+    "source": Field("str", "digits (bundled 8x8 images), text (characters of a text file), csv, npz (a .npz with "
+                           "arrays x and y, or a .npy of inputs), spirals or sine (generated)", REQUIRED,
+                    choices=SOURCES),
     "path": Field("str", "the file for text, csv and npz sources (relative to the spec's folder)", None),
     "corpus": Field("str", "a bundled text instead of a path, for the text source", None, choices=("sonnets",)),
     "context": Field("int", "characters per example, for the text source", None, min=1, max=1 << 16),
     "features": Field("list", "csv columns fed to the model", None, item=Field("str", "a column name")),
-    "target": Field("str", "the csv column or npz array the model learns to predict; input to rebuild the input "
-                           "(an autoencoder)", None),
+    "target": Field("str", "the csv column, npz array or .npy file the model learns to predict; input to rebuild "
+                           "the input (an autoencoder)", None),
     "samples": Field("int", "how many examples a generated source makes", 1000, min=1, max=10_000_000),
     "noise": Field("float", "noise added by a generated source", 0.0, min=0.0, max=100.0),
     "valid_split": Field("float", "fraction of examples held out for validation", 0.2, min=0.0, max=0.9),

@@ -386,3 +386,19 @@ def test_npz_of_python_objects_is_refused(tmp_path: Path) -> None:
     assert problems(spec)[0].endswith("d.npz cannot be read as a .npz file (it holds Python objects, which are never "
                                       "loaded)\n  hint: save the arrays with numpy: np.savez(path, x=inputs, "
                                       "y=targets)")  # fmt: skip
+
+
+def test_npy_inputs_with_targets_in_a_second_file(tmp_path: Path) -> None:
+    """source: npz also reads a single .npy of inputs, with `target` naming a .npy of targets beside it."""
+    from specgrad.spec.data import load_data
+    from specgrad.spec.validate import validate_file
+
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "x.npy", rng.standard_normal((50, 3)).astype(np.float32))
+    np.save(tmp_path / "y.npy", rng.integers(0, 4, 50).astype(np.int64))
+    spec = tmp_path / "s.yaml"
+    spec.write_text("specgrad: 1\nname: n\ninput: {shape: [3]}\nmodel:\n  - linear: 4\n"
+                    "data: {source: npz, path: x.npy, target: y.npy, batch_size: 8}\n")  # fmt: skip
+    data = load_data(validate_file(spec))
+    assert data.task == "classify" and data.num_classes == 4
+    assert len(data.x_train) + len(data.x_valid) == 50 and data.y_train.dtype == np.int32
