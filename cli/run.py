@@ -7,8 +7,6 @@ import csv
 import io
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -18,7 +16,7 @@ import typer
 
 from specgrad import Device, Tensor
 from specgrad.device import DeviceUnavailable
-from specgrad.helpers import prod
+from specgrad.helpers import atomic_write, prod
 from specgrad.nn.state import load_state_dict, safe_load, safe_load_metadata
 from specgrad.spec.builder import Model, build_model
 from specgrad.spec.data import standardize
@@ -389,15 +387,8 @@ def write_output(path: Path, out: np.ndarray, columns: list[str]) -> None:
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
-    """A temporary file in the same folder, renamed over path: a crash never leaves half a file."""
+    """Write the outputs without ever leaving half a file; a write failure is a located error."""
     try:
-        f = tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False)
+        atomic_write(path, data)
     except OSError as e:
-        raise SpecError.at(None, f"--output {path}: cannot write it: {e.strerror or e}") from None
-    try:
-        with f:
-            f.write(data)
-        os.replace(f.name, path)
-    except OSError as e:
-        Path(f.name).unlink(missing_ok=True)
         raise SpecError.at(None, f"--output {path}: cannot write it: {e.strerror or e}") from None

@@ -9,8 +9,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
-import os
-import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
@@ -25,6 +23,7 @@ from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.codegen.uops import render_uops
 from specgrad.dtype import DType
 from specgrad.flags import CACHEDIR, CLANG, COMPILE_CACHE, CPU, DEBUG, DEVICE, GPU, LRU
+from specgrad.helpers import atomic_write
 from specgrad.ops import LazyOp, Op, get_lazyop_info
 from specgrad.shape.symbolic import Variable, sint, sym_infer
 
@@ -281,11 +280,7 @@ class DiskCache:
         path = self.path(key)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{key}.", delete=False) as f:
-                f.write(hashlib.sha256(payload).digest() + payload)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(f.name, path)
+            atomic_write(path, hashlib.sha256(payload).digest() + payload)
         except OSError as e:  # NOTE: a read-only or full disk costs speed, never correctness
             if DEBUG >= 1:
                 print(f"compile cache: could not write {path}: {e}")

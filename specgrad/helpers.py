@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import functools
 import operator
+import os
+import tempfile
 from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 T = TypeVar("T")
@@ -64,9 +67,21 @@ def make_pair(x: int | Sequence[int], n: int = 2) -> tuple[int, ...]:
     return (x,) * n if isinstance(x, int) else tuple(x)
 
 
-def round_up(n: int, multiple: int) -> int:
-    return (n + multiple - 1) // multiple * multiple
-
-
 def ceildiv(a: Any, b: Any) -> Any:
     return -(-a // b)
+
+
+def atomic_write(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to a temporary file beside `path`, flush it to disk and rename it over `path`: a crash leaves
+    the old file or the new one, never half of one. The temporary file is removed if writing fails."""
+    path = Path(path)
+    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
+        try:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        except BaseException:
+            f.close()
+            os.unlink(f.name)
+            raise
+    os.replace(f.name, path)

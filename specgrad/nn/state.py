@@ -7,7 +7,6 @@ named by the path to it ("layers.0.weight"). Imports tensor; files go through th
 from __future__ import annotations
 
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ import numpy as np
 from safetensors import SafetensorError, safe_open
 from safetensors.numpy import load, save
 
+from specgrad.helpers import atomic_write
 from specgrad.tensor import Tensor
 
 
@@ -55,12 +55,7 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dic
     """Write tensors as a safetensors file, atomically: a crash leaves the old file or the new one, never half."""
     arrays = {k: np.array(t.numpy(), order="C") for k, t in tensors.items()}  # NOTE: keeps 0-d arrays 0-d
     data = save(arrays, metadata=metadata)
-    path = Path(path)
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(f.name, path)
+    atomic_write(path, data)
 
 
 def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import math
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -158,10 +157,3 @@ class Entry:
     description: str
     args: Section
     shorthand: str | None = None
-
-
-def registry(*entries: Entry) -> dict[str, Entry]:
-    return {e.name: e for e in entries}
-
-
-Check = Callable[[YNode, str], list[Problem]]

@@ -7,15 +7,14 @@ captured runners, never from driving codegen.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from specgrad import Device, Tensor, TinyJit
 from specgrad.device import Buffer, Runner
+from specgrad.helpers import atomic_write
 from specgrad.realize import ExecItem
 from specgrad.renderer.cstyle import C_DIALECT
 from specgrad.spec.builder import Model
@@ -125,12 +124,6 @@ def export_c(spec: ValidSpec, model: Model, c_path: Path, stats: dict | None = N
     c = "\n".join([*headers, f'#include "{h_path.name}"', *kernels, *arrays,
                    f"void {name}_forward(const {in_type}* input, {out_type}* output) {{", *prologue, *calls, "}",
                    MAIN.format(name=name, in_type=in_type, out_type=out_type)])  # fmt: skip
-    _atomic_write(h_path, f"#ifndef {guard}\n#define {guard}\n{h}#endif\n")
-    _atomic_write(c_path, c)
+    atomic_write(h_path, f"#ifndef {guard}\n#define {guard}\n{h}#endif\n".encode())
+    atomic_write(c_path, c.encode())
     return h_path
-
-
-def _atomic_write(path: Path, text: str) -> None:
-    with tempfile.NamedTemporaryFile("w", dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-        f.write(text)
-    os.replace(f.name, path)

@@ -7,14 +7,13 @@ Imports numpy, nn.state and spec (errors, graph, layers, builder, validate); onn
 from __future__ import annotations
 
 import math
-import os
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from specgrad.helpers import atomic_write
 from specgrad.nn.state import get_state_dict
 from specgrad.spec.builder import Model
 from specgrad.spec.errors import SpecError
@@ -48,7 +47,7 @@ def export_onnx(spec: ValidSpec, model: Model, path: Path, opset: int = 17) -> N
     proto = h.make_model(graph, opset_imports=opsets, producer_name="specgrad")
     proto.ir_version = h.find_min_ir_version_for(opsets)  # NOTE: the oldest IR that works, for older runtimes
     onnx.checker.check_model(proto, full_check=True)
-    _write_atomic(Path(path), proto.SerializeToString())
+    atomic_write(Path(path), proto.SerializeToString())
 
 
 def _import_onnx() -> Any:
@@ -57,20 +56,6 @@ def _import_onnx() -> Any:
     except ImportError:
         raise RuntimeError("ONNX export needs the onnx package: pip install 'specgrad[onnx]'") from None
     return onnx
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """A crash leaves the old file or the new one, never half of one."""
-    with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
-        try:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        except BaseException:
-            f.close()
-            os.unlink(f.name)
-            raise
-    os.replace(f.name, path)
 
 
 class _Graph:
