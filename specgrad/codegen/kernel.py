@@ -1,12 +1,15 @@
 """Kernel: an ast's buffers and their ShapeTrackers on one shared iteration space, with dimensions simplified.
 
-Output (global) axes come first and reduce axes last; adjacent axes merge wherever every buffer allows it.
+Output (global) axes come first and reduce axes last; adjacent axes merge wherever every buffer allows it. An Opt
+then splits an axis and moves its inner part to the end as an expanded axis: unrolled in the generated code (UPCAST
+for an output axis, UNROLL for a reduce axis) or, for at most one axis, the lanes of a vector type (VECTOR).
+Axis order after opts: [output loops][reduce loops][expanded axes, in the order they were made].
 Imports helpers, dtype, ops and shape.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from specgrad.ops import BufferOps, LazyOp, ReduceOps, get_lazyop_info
 from specgrad.shape.shapetracker import ShapeTracker
@@ -23,6 +26,9 @@ class Kernel:
     full_shape: tuple[sint, ...]
     first_reduce: int
     reduceop: LazyOp | None
+    base_name: str = ""  # the name before opts, so a kernel keeps its name whatever the opts
+    expanded: tuple[str, ...] = ()  # kind of each trailing expanded axis: "upcast" (output) or "unroll" (reduce)
+    vector_axis: int | None = None  # the expanded axis whose elements are vector lanes
 
     @staticmethod
     def from_ast(ast: LazyOp) -> Kernel:
@@ -40,20 +46,66 @@ class Kernel:
         sts = [x.arg.st.permute(tuple(order)) for x in bufops]
         full = tuple(full_shape[i] for i in order)
         sts, full, first_reduce = _merge_dims(sts, full, len(full) - len(reduce_axes))
-        return Kernel(ast, bufops, tuple(sts), full, first_reduce, reduceop)
+        dims = "_".join(str(s) if isinstance(s, int) else "n" for s in full) or "1"
+        name = f"{'r' if reduceop is not None else 'E'}_{dims}"
+        return Kernel(ast, bufops, tuple(sts), full, first_reduce, reduceop, name)
+
+    @property
+    def first_expanded(self) -> int:
+        return len(self.full_shape) - len(self.expanded)
 
     @property
     def output_shape(self) -> tuple[sint, ...]:
+        """The output loops (before opts: every output axis)."""
         return self.full_shape[: self.first_reduce]
 
     @property
     def reduce_shape(self) -> tuple[sint, ...]:
-        return self.full_shape[self.first_reduce :]
+        """The reduce loops."""
+        return self.full_shape[self.first_reduce : self.first_expanded]
 
     def name(self) -> str:
         """E_ (elementwise) or r_ (with a reduce), then the output dims and the reduce dims: r_16_16_16."""
-        dims = "_".join(str(s) if isinstance(s, int) else "n" for s in self.full_shape) or "1"
-        return f"{'r' if self.reduceop is not None else 'E'}_{dims}"
+        return self.base_name
+
+    def strides(self, i: int) -> tuple[sint | None, ...]:
+        """Buffer i's stride along every axis (None where it is not one fixed step)."""
+        return self.sts[i].real_strides()
+
+    def apply(self, opt: Opt) -> Kernel:
+        """Split loop axis opt.axis by opt.amount and move the inner part to the end as an expanded axis."""
+        axis, amount = opt.axis, opt.amount
+        size = self.full_shape[axis] if axis < self.first_expanded else None
+        if not isinstance(size, int) or amount < 2 or size % amount:
+            raise ValueError(f"cannot apply {opt} to a kernel of shape {self.full_shape}")
+        if opt.op == "VECTOR" and self.vector_axis is not None:
+            raise ValueError(f"a kernel has one vector axis: cannot apply {opt}")
+        split = self.full_shape[:axis] + (size // amount, amount) + self.full_shape[axis + 1 :]
+        order = [i for i in range(len(split)) if i != axis + 1] + [axis + 1]
+        sts = []
+        for st in self.sts:
+            parts = (st.shape[axis] // amount, amount) if st.shape[axis] != 1 else (1, 1)
+            sts.append(st.reshape(st.shape[:axis] + parts + st.shape[axis + 1 :]))
+        kind = "upcast" if axis < self.first_reduce else "unroll"
+        return replace(
+            self,
+            sts=tuple(st.permute(tuple(order)) for st in sts),
+            full_shape=tuple(split[i] for i in order),
+            expanded=(*self.expanded, kind),
+            vector_axis=len(split) - 1 if opt.op == "VECTOR" else self.vector_axis,
+        )
+
+
+@dataclass(frozen=True)
+class Opt:
+    """UPCAST/UNROLL: unroll `amount` elements of loop axis `axis`; VECTOR: make them the lanes of a vector type."""
+
+    op: str
+    axis: int
+    amount: int
+
+    def __repr__(self) -> str:
+        return f"{self.op}({self.axis}, {self.amount})"
 
 
 def _merge_dims(

@@ -4,13 +4,16 @@ ShapeTrackers. Target capabilities arrive as LinearizerOptions. Imports dtype, h
 
 from __future__ import annotations
 
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from specgrad.codegen.kernel import Kernel, check_int_size
+from specgrad.codegen.kernel import Kernel, Opt, check_int_size
+from specgrad.codegen.opts import choose_opts, vector_width
 from specgrad.codegen.uops import UOp, UOps
 from specgrad.dtype import DType, dtypes
 from specgrad.helpers import prod
@@ -20,9 +23,14 @@ from specgrad.shape.symbolic import Node, NumNode, Variable, sint
 
 @dataclass(frozen=True)
 class LinearizerOptions:
-    """global_dims = 0: loop over the output axes (C); n > 0: up to n hardware global ids (OpenCL)."""
+    """Target capabilities. global_dims = 0: loop over the output axes (C); n > 0: up to n hardware global ids
+    (OpenCL). optimize: choose opts per kernel (codegen/opts.py). vector_bytes: the widest vector type worth using
+    (0: none). threads: the first output loop may be split across threads (C)."""
 
     global_dims: int = 0
+    optimize: bool = False
+    vector_bytes: int = 0
+    threads: bool = False
 
 
 @dataclass(frozen=True)
@@ -34,11 +42,24 @@ class Program:
     buffers: tuple[tuple[int, DType], ...]  # (MemBuffer idx, dtype) in argument order; 0 is the output
     vars: tuple[Variable, ...]  # int arguments after the buffers, in this order
     global_size: tuple[sint, ...] | None  # launch size per global id (None: the kernel loops itself)
-    output_shape: tuple[sint, ...]  # the output axes after merging (what DEBUG=2 shows for looping kernels)
+    output_shape: tuple[sint, ...]  # the output loops after merging and opts (what DEBUG=2 shows for C kernels)
+    opts: tuple[Opt, ...] = ()  # the opts applied, for DEBUG output
 
 
-def linearize(ast: LazyOp, opts: LinearizerOptions) -> Program:
-    return _Linearizer(Kernel.from_ast(ast), opts).run()
+# NOTE: at least this many iterations of the whole kernel before its outer loop is worth handing to threads
+PARALLEL_MIN_WORK = 1 << 14
+
+
+def linearize(ast: LazyOp, opts: LinearizerOptions, kernel_opts: Sequence[Opt] | None = None) -> Program:
+    """Lower `ast`; `kernel_opts` overrides the opts chosen for the target (used by tests and searches)."""
+    k = Kernel.from_ast(ast)
+    if kernel_opts is None:
+        kernel_opts = choose_opts(k, opts) if opts.optimize else ()
+    for opt in kernel_opts:
+        if opt.op == "VECTOR" and vector_width(k, opt.amount * k.ast.arg.dtype.itemsize) != opt.amount:
+            raise ValueError(f"{opt}: this kernel's ops or dtypes have no vector form")
+        k = k.apply(opt)
+    return _Linearizer(k, opts, tuple(kernel_opts)).run()
 
 
 def reduce_identity(op: ReduceOps, dtype: DType) -> Any:
@@ -65,18 +86,28 @@ def _key(arg: Any) -> Any:
 
 
 class _Linearizer:
-    def __init__(self, k: Kernel, opts: LinearizerOptions):
-        self.k, self.opts = k, opts
+    """Loops for the loop axes; every other value is made once per point of the expanded axes (a dict axis ->
+    position), and as a vector when the kernel has a vector axis and the value varies along it."""
+
+    def __init__(self, k: Kernel, opts: LinearizerOptions, kernel_opts: tuple[Opt, ...]):
+        self.k, self.opts, self.kernel_opts = k, opts, kernel_opts
         self.uops: list[UOp] = []
         self.cache: dict[tuple, UOp] = {}
         self.globals: dict[int, UOp] = {}
-        self.reduce_value: UOp | None = None
+        self.reduce_values: dict[tuple, UOp] = {}
+        unrolled = [(a, kind) for a, kind in enumerate(k.expanded, k.first_expanded) if a != k.vector_axis]
+        self.upcast_axes = [a for a, kind in unrolled if kind == "upcast"]
+        self.unroll_axes = [a for a, kind in unrolled if kind == "unroll"]
+        self.width = k.full_shape[k.vector_axis] if k.vector_axis is not None else 1
+        self.strides = [k.strides(i) for i in range(len(k.sts))] if k.vector_axis is not None else []
 
-    def uop(self, uop: UOps, dtype: DType | None, vin: tuple[UOp, ...] = (), arg: Any = None) -> UOp:
-        key = (uop, dtype, tuple(id(v) for v in vin), _key(arg))
-        if uop in (UOps.LOAD, UOps.CONST, UOps.ALU, UOps.DEFINE_GLOBAL) and key in self.cache:
+    def uop(self, uop: UOps, dtype: DType | None, vin: tuple[UOp, ...] = (), arg: Any = None, width: int = 1) -> UOp:
+        key = (uop, dtype, tuple(id(v) for v in vin), _key(arg), width)
+        # NOTE: a value read from an accumulator changes with each ASSIGN to it, so it is never reused
+        reuse = uop in (UOps.LOAD, UOps.CONST, UOps.ALU, UOps.DEFINE_GLOBAL, UOps.VECTORIZE)
+        if reuse and not any(v.uop is UOps.DEFINE_ACC for v in vin) and key in self.cache:
             return self.cache[key]
-        ret = UOp(uop, dtype, vin, arg)
+        ret = UOp(uop, dtype, vin, arg, width)
         self.uops.append(ret)
         self.cache[key] = ret
         return ret
@@ -92,23 +123,34 @@ class _Linearizer:
         for v in variables:
             self.uop(UOps.DEFINE_VAR, dtypes.int32, (), v)
         out_idxs, loops, global_size = self._global_indices()
-        reduce_value = self._reduce(out_idxs) if k.reduceop is not None else None
-        post_idxs = out_idxs + [NumNode(0)] * len(k.reduce_shape)
-        self.reduce_value = reduce_value
-        value = self._lower(k.ast.src[0], post_idxs, {})
-        idx, _ = k.sts[0].expr_idxs(_st_idxs(k.sts[0].shape, post_idxs))
-        self.uop(UOps.STORE, None, (self.globals[0], value), idx)
+        if k.reduceop is not None:
+            self._reduce(out_idxs)
+        loop_idxs = out_idxs + [NumNode(0)] * len(k.reduce_shape)
+        vector_out = k.vector_axis is not None and k.expanded[k.vector_axis - k.first_expanded] == "upcast"
+        for point in _points(k, self.upcast_axes):
+            memo: dict[int, UOp] = {}
+            value = self._lower(k.ast.src[0], loop_idxs, point, memo)
+            if vector_out and value.width == 1:
+                value = self.uop(UOps.VECTORIZE, value.dtype, (value,) * self.width, None, self.width)
+            if vector_out and self.strides[0][k.vector_axis] != 1:  # type: ignore[index]
+                for lane in range(self.width):  # NOTE: the output is not contiguous along the lanes
+                    idx, _ = self._index(0, loop_idxs, point, lane)
+                    self.uop(UOps.STORE, None, (self.globals[0], self.uop(UOps.LANE, value.dtype, (value,), lane)), idx)
+                continue
+            idx, _ = self._index(0, loop_idxs, point, 0)
+            self.uop(UOps.STORE, None, (self.globals[0], value), idx, self.width if vector_out else 1)
         for loop in reversed(loops):
             self._end_loop(loop)
-        return Program(k.name(), tuple(self.uops), tuple(buffers), variables, global_size, k.output_shape)
+        return Program(k.name(), tuple(self.uops), tuple(buffers), variables, global_size, k.output_shape,
+                       self.kernel_opts)  # fmt: skip
 
     # *** loops and ids ***
 
-    def _loop(self, name: str, size: sint) -> tuple[Node, UOp | None]:
+    def _loop(self, name: str, size: sint, parallel: bool = False) -> tuple[Node, UOp | None]:
         if isinstance(size, int) and size == 1:
             return NumNode(0), None
         var = Variable(name, 0, (size if isinstance(size, int) else size.max) - 1)
-        return var, self.uop(UOps.LOOP, None, (), (var, size))
+        return var, self.uop(UOps.LOOP, None, (), (var, size, parallel))
 
     def _end_loop(self, loop: UOp) -> None:
         self.uop(UOps.ENDLOOP, None, (loop,))
@@ -120,7 +162,9 @@ class _Linearizer:
     def _global_indices(self) -> tuple[list[Node], list[UOp], tuple[sint, ...] | None]:
         shape = self.k.output_shape
         if not self.opts.global_dims:
-            pairs = [self._loop(f"_gidx{i}", s) for i, s in enumerate(shape)]
+            work = prod(s if isinstance(s, int) else s.max for s in self.k.full_shape)
+            parallel = self.opts.threads and work >= PARALLEL_MIN_WORK
+            pairs = [self._loop(f"_gidx{i}", s, parallel and i == 0) for i, s in enumerate(shape)]
             return [v for v, _ in pairs], [u for _, u in pairs if u is not None], None
         return self._specials(shape)
 
@@ -150,23 +194,35 @@ class _Linearizer:
 
     # *** the reduce loop ***
 
-    def _reduce(self, out_idxs: list[Node]) -> UOp:
+    def _reduce(self, out_idxs: list[Node]) -> None:
+        """One accumulator per point of the upcast axes; the unrolled reduce points add into it in order."""
         k = self.k
         op: ReduceOps = k.reduceop.op  # type: ignore[union-attr]
+        src = k.reduceop.src[0]  # type: ignore[union-attr]
+        dtype = self._dtype_of(src)
+        vector_reduce = k.vector_axis is not None and k.expanded[k.vector_axis - k.first_expanded] == "unroll"
+        acc_points = list(_points(k, self.upcast_axes))
+        accs = {_pkey(p): self.uop(UOps.DEFINE_ACC, dtype, (), reduce_identity(op, dtype), self.width)
+                for p in acc_points}  # fmt: skip
         pairs = [self._loop(f"_ridx{i}", s) for i, s in enumerate(k.reduce_shape)]
-        dtype = self._dtype_of(k.reduceop.src[0])  # type: ignore[union-attr]
-        acc = self.uop(UOps.DEFINE_ACC, dtype, (), reduce_identity(op, dtype))
-        # NOTE: the accumulator is defined before its loops, so move it there
-        self.uops.remove(acc)
+        # NOTE: the accumulators are defined before their loops, so move them there
         first_loop = next((u for _, u in pairs if u is not None), None)
-        self.uops.insert(self.uops.index(first_loop) if first_loop is not None else len(self.uops), acc)
-        value = self._lower(k.reduceop.src[0], out_idxs + [v for v, _ in pairs], {})  # type: ignore[union-attr]
+        for acc in accs.values():
+            self.uops.remove(acc)
+            self.uops.insert(self.uops.index(first_loop) if first_loop is not None else len(self.uops), acc)
+        idxs = out_idxs + [v for v, _ in pairs]
         combine = BinaryOps.ADD if op is ReduceOps.SUM else BinaryOps.MAX
-        self.uop(UOps.ASSIGN, dtype, (acc, self.uop(UOps.ALU, dtype, (acc, value), combine)))
+        for up in acc_points:
+            acc = accs[_pkey(up)]
+            for un in _points(k, self.unroll_axes):
+                value = self._lower(src, idxs, {**up, **un}, {})
+                self.uop(UOps.ASSIGN, dtype, (acc, self.uop(UOps.ALU, dtype, (acc, value), combine, acc.width)))
         for _, loop in reversed(pairs):
             if loop is not None:
                 self._end_loop(loop)
-        return acc
+        for up in acc_points:
+            acc = accs[_pkey(up)]
+            self.reduce_values[_pkey(up)] = self.uop(UOps.HORIZONTAL, dtype, (acc,), combine) if vector_reduce else acc
 
     def _dtype_of(self, x: LazyOp) -> DType:
         if x.op in (BufferOps.LOAD, BufferOps.CONST):
@@ -179,26 +235,58 @@ class _Linearizer:
 
     # *** the ast, node by node ***
 
-    def _lower(self, x: LazyOp, idxs: list[Node], memo: dict[int, UOp]) -> UOp:
+    def _index(self, i: int, idxs: list[Node], point: dict[int, int], lane: int) -> tuple[Node, Node]:
+        """Buffer i's (index, validity) at the loop indices, a point of the expanded axes and a vector lane."""
+        full = list(idxs) + [NumNode(0)] * len(self.k.expanded)
+        for axis, pos in point.items():
+            full[axis] = NumNode(pos)
+        if self.k.vector_axis is not None:
+            full[self.k.vector_axis] = NumNode(lane)
+        st = self.k.sts[i]
+        return st.expr_idxs(_st_idxs(st.shape, full))
+
+    def _lower(self, x: LazyOp, idxs: list[Node], point: dict[int, int], memo: dict[int, UOp]) -> UOp:
         # NOTE: memo is keyed by identity: LazyOp equality takes 0.0 for -0.0 (ConstBuffer compares floats with ==);
         # equal subtrees that are distinct objects still become one UOp through the uop cache
         if id(x) in memo:
             return memo[id(x)]
         if x.op in ReduceOps:
-            ret = self.reduce_value  # NOTE: a kernel holds one reduce, lowered before the rest
+            ret = self.reduce_values[_pkey({a: point[a] for a in self.upcast_axes})]
         elif x.op in (BufferOps.LOAD, BufferOps.CONST):
-            st = self.k.sts[self.k.bufops.index(x)]
-            idx, valid = st.expr_idxs(_st_idxs(st.shape, idxs))
-            if x.op is BufferOps.CONST or valid == 0:
-                val = x.arg.val if valid != 0 else reduce_identity(ReduceOps.SUM, x.arg.dtype)
-                ret = self.uop(UOps.CONST, x.arg.dtype, (), (val, valid))
-            else:
-                ret = self.uop(UOps.LOAD, x.arg.dtype, (self.globals[x.arg.idx],), (idx, valid))
+            ret = self._load(x, idxs, point)
         else:
-            srcs = [self._lower(s, idxs, memo) for s in x.src]
-            ret = self.uop(UOps.ALU, alu_dtype(x.op, srcs, x.arg), tuple(srcs), x.op)
+            srcs = [self._lower(s, idxs, point, memo) for s in x.src]
+            width = max(s.width for s in srcs)
+            ret = self.uop(UOps.ALU, alu_dtype(x.op, srcs, x.arg), tuple(srcs), x.op, width)
         memo[id(x)] = ret
         return ret
+
+    def _load(self, x: LazyOp, idxs: list[Node], point: dict[int, int]) -> UOp:
+        """A scalar where the value is the same in every lane, one vector load where the lanes are consecutive
+        elements, else a vector gathered lane by lane."""
+        i = self.k.bufops.index(x)
+        stride = self.strides[i][self.k.vector_axis] if self.width > 1 else 0  # type: ignore[index]
+        if stride == 0 or stride == 1:
+            idx, valid = self._index(i, idxs, point, 0)
+            return self._scalar_load(x, idx, valid, self.width if stride == 1 else 1)
+        lanes = tuple(self._scalar_load(x, *self._index(i, idxs, point, lane), 1) for lane in range(self.width))
+        return self.uop(UOps.VECTORIZE, x.arg.dtype, lanes, None, self.width)
+
+    def _scalar_load(self, x: LazyOp, idx: Node, valid: Node, width: int) -> UOp:
+        if x.op is BufferOps.CONST or valid == 0:
+            val = x.arg.val if valid != 0 else reduce_identity(ReduceOps.SUM, x.arg.dtype)
+            return self.uop(UOps.CONST, x.arg.dtype, (), (val, valid))
+        return self.uop(UOps.LOAD, x.arg.dtype, (self.globals[x.arg.idx],), (idx, valid), width)
+
+
+def _points(k: Kernel, axes: list[int]) -> list[dict[int, int]]:
+    """Every combination of positions along the expanded `axes` (one empty point when there are none)."""
+    sizes = [range(k.full_shape[a]) for a in axes]  # type: ignore[arg-type]
+    return [dict(zip(axes, pos)) for pos in itertools.product(*sizes)]
+
+
+def _pkey(point: dict[int, int]) -> tuple:
+    return tuple(sorted(point.items()))
 
 
 def _st_idxs(shape: tuple[sint, ...], idxs: list[Node]) -> list[Node]:

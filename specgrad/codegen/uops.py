@@ -13,7 +13,7 @@ class UOps(Enum):
     DEFINE_GLOBAL = auto()  # a buffer argument; arg: (buffer index, dtype)
     DEFINE_VAR = auto()  # an int argument for a symbolic shape Variable; arg: the Variable
     SPECIAL = auto()  # a GPU global id; arg: (axis, loop Variable)
-    LOOP = auto()  # for (var = 0; var < end; var++) {; arg: (loop Variable, end)
+    LOOP = auto()  # for (var = 0; var < end; var++) {; arg: (loop Variable, end, split across threads?)
     ENDLOOP = auto()  # }; vin: (LOOP,)
     DEFINE_ACC = auto()  # a reduce accumulator; arg: its start value
     LOAD = auto()  # vin: (DEFINE_GLOBAL,); arg: (index Node, validity Node)
@@ -21,6 +21,9 @@ class UOps(Enum):
     ALU = auto()  # vin: operands; arg: a UnaryOps, BinaryOps or TernaryOps (a CAST's target is the dtype)
     ASSIGN = auto()  # acc = value; vin: (DEFINE_ACC, value)
     STORE = auto()  # vin: (DEFINE_GLOBAL, value); arg: index Node
+    VECTORIZE = auto()  # a vector from `width` scalars; vin: the lanes in order
+    LANE = auto()  # one lane of a vector; vin: (vector,); arg: the lane
+    HORIZONTAL = auto()  # a scalar combining a vector's lanes in order; vin: (vector,); arg: BinaryOps.ADD or MAX
 
 
 @dataclass(eq=False)
@@ -31,9 +34,11 @@ class UOp:
     dtype: DType | None
     vin: tuple[UOp, ...]
     arg: Any
+    width: int = 1  # > 1: a vector of this many lanes (LOAD: that many consecutive elements; STORE: its value's)
 
     def __repr__(self) -> str:
-        return f"{self.uop.name:14s} {str(self.dtype):16s} {self.arg}"
+        dtype = f"{self.dtype}x{self.width}" if self.width > 1 else str(self.dtype)
+        return f"{self.uop.name:14s} {dtype:16s} {self.arg}"
 
 
 def render_uops(uops: list[UOp]) -> str:

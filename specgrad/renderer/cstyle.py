@@ -75,6 +75,22 @@ class CDialect:
     no_contract: str  # the pragma that stops a*b+c becoming one fused multiply-add (it must round twice)
     header: str = ""
     extensions: dict[DType, str] = field(default_factory=dict)  # a pragma needed when a dtype is used
+    native_vectors: bool = False  # OpenCL's floatN types, vloadN/vstoreN and math on vectors; else GCC vector types
+
+    def vector_type(self, dtype: DType, width: int) -> str:
+        name = self.type_names[dtype]
+        return f"{name}{width}" if self.native_vectors else f"sg_{name}{width}"
+
+    def broadcast(self, dtype: DType, width: int, x: str) -> str:
+        vt = self.vector_type(dtype, width)
+        return f"(({vt})({x}))" if self.native_vectors else f"(({vt}){{}}+({x}))"
+
+    def vectorize(self, dtype: DType, width: int, xs: list[str]) -> str:
+        vt = self.vector_type(dtype, width)
+        return f"(({vt})({','.join(xs)}))" if self.native_vectors else f"(({vt}){{{','.join(xs)}}})"
+
+    def lane(self, x: str, i: int) -> str:
+        return f"{x}.s{i:x}" if self.native_vectors else f"{x}[{i}]"
 
     def storage_type(self, dtype: DType) -> str:
         return "unsigned short" if dtype == dtypes.float16 and self.half_as_bits else self.type_names[dtype]
@@ -108,7 +124,37 @@ OPENCL_DIALECT = CDialect(
     no_contract="#pragma OPENCL FP_CONTRACT OFF",
     extensions={dtypes.float16: "#pragma OPENCL EXTENSION cl_khr_fp16 : enable",
                 dtypes.float64: "#pragma OPENCL EXTENSION cl_khr_fp64 : enable"},
+    native_vectors=True,
 )  # fmt: skip
+
+
+# *** vector helpers for C (GCC vector types: both gcc and clang have them) ***
+
+PARALLEL_GLOBAL = "sg_parallel_fn sg_parallel_for = 0;"
+PARALLEL_HEADER = f"""typedef void (*sg_body_fn)(void*, int, int);
+typedef void (*sg_parallel_fn)(sg_body_fn, void*, int);
+{PARALLEL_GLOBAL} /* set by the runtime after loading; unset: one thread */"""
+
+
+def c_vector_helpers(dtype: DType, width: int, maths: set[str]) -> list[str]:
+    """The typedefs and helpers one C kernel needs for vectors of `width` `dtype`s (each its own header chunk)."""
+    name, size = C_DIALECT.type_names[dtype], dtype.itemsize * width
+    vt, mask = f"sg_{name}{width}", f"sg_mask_{name}{width}"
+    mask_name = "int" if dtype.itemsize == 4 else "long long"
+    chunks = [
+        f"typedef {name} {vt} __attribute__((vector_size({size})));\n"
+        f"typedef {mask_name} {mask} __attribute__((vector_size({size})));",
+        # NOTE: memcpy is how C reads a vector at any alignment; compilers make it one unaligned load
+        f"static inline {vt} {vt}_load(const {name}* p) {{ {vt} v; __builtin_memcpy(&v, p, sizeof(v)); return v; }}\n"
+        f"static inline void {vt}_store({name}* p, {vt} v) {{ __builtin_memcpy(p, &v, sizeof(v)); }}\n"
+        # NOTE: nan wins, as in numpy.maximum
+        f"static inline {vt} {vt}_max({vt} a, {vt} b) {{ {mask} m = (a != a) | (a > b); "
+        f"return ({vt})((({mask})a & m) | (({mask})b & ~m)); }}",
+    ]
+    suffix = C_DIALECT.float_suffix[dtype]
+    chunks += [f"static inline {vt} {vt}_{fn}({vt} x) {{ for (int i = 0; i < {width}; i++) x[i] = {fn}{suffix}(x[i]); "
+               f"return x; }}" for fn in sorted(maths)]  # fmt: skip
+    return chunks
 
 
 # *** numbers, exactly ***
@@ -247,6 +293,9 @@ ALU_OPS: dict[object, Callable[[list[str], DType, DType, CDialect], str]] = {
 # *** the program ***
 
 
+_MATH_NAMES = {UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.SQRT: "sqrt"}
+
+
 class _Renderer:
     def __init__(self, prg: Program, d: CDialect):
         self.prg, self.d = prg, d
@@ -255,6 +304,8 @@ class _Renderer:
         self.lines: list[str] = []
         self.depth = 1
         self.counts: dict[str, int] = {}
+        self.parallel_end: str | None = None  # the parallel loop's trip count, once it is rendered
+        self.vector_maths: dict[tuple[DType, int], set[str]] = {}
 
     def fresh(self, prefix: str) -> str:
         n = self.counts.get(prefix, 0)
@@ -267,14 +318,29 @@ class _Renderer:
     def idx(self, node: Node | int) -> str:
         return render_index(node, self.var_names)
 
+    def type_of(self, u: UOp) -> str:
+        if u.width > 1:
+            self.vector_maths.setdefault((u.dtype, u.width), set())  # type: ignore[arg-type]
+            return self.d.vector_type(u.dtype, u.width)  # type: ignore[arg-type]
+        return self.d.value_type(u.dtype)  # type: ignore[arg-type]
+
+    def zero(self, u: UOp) -> str:
+        zero = render_const(0, u.dtype, self.d)  # type: ignore[arg-type]
+        return self.d.broadcast(u.dtype, u.width, zero) if u.width > 1 else zero  # type: ignore[arg-type]
+
     def load(self, u: UOp) -> str:
         (buf,), (idx, valid) = u.vin, u.arg
-        read = f"{self.names[id(buf)]}[{self.idx(idx)}]"
+        ptr, at = self.names[id(buf)], self.idx(idx)
+        if u.width > 1:
+            vt = self.type_of(u)
+            read = f"vload{u.width}(0, {ptr}+{at})" if self.d.native_vectors else f"{vt}_load({ptr}+{at})"
+        else:
+            read = f"{ptr}[{at}]"
         if u.dtype == dtypes.float16 and self.d.half_as_bits:
             read = f"sg_h2f({read})"
         if valid == 1:
             return read
-        return f"({self.idx(valid)}?{read}:{render_const(0, u.dtype, self.d)})"
+        return f"({self.idx(valid)}?{read}:{self.zero(u)})"
 
     def const(self, u: UOp) -> str:
         val, valid = u.arg
@@ -286,22 +352,58 @@ class _Renderer:
         if u.arg is BinaryOps.MAX and vin[0].uop is UOps.CONST:
             vin = vin[::-1]  # NOTE: max is symmetric; the nan test belongs on the value that can be nan
         xs = [self.names[id(v)] for v in vin]
+        if u.width > 1:
+            return self.vector_alu(u, vin, xs)
         expr = ALU_OPS[u.arg](xs, u.dtype, u.vin[0].dtype, self.d)
         return f"sg_rh({expr})" if u.dtype == dtypes.float16 and self.d.half_as_bits else expr
 
+    def vector_alu(self, u: UOp, vin: tuple[UOp, ...], xs: list[str]) -> str:
+        """Scalars are broadcast first; max and (in C) math functions go through helpers."""
+        xs = [x if v.width > 1 else self.d.broadcast(u.dtype, u.width, x) for v, x in zip(vin, xs)]  # type: ignore[arg-type]
+        vt = self.type_of(u)
+        if u.arg is BinaryOps.MAX:
+            a, b = xs
+            return f"select({b},{a},({a}!={a})|({a}>{b}))" if self.d.native_vectors else f"{vt}_max({a},{b})"
+        if u.arg in _MATH_NAMES and not self.d.native_vectors:
+            self.vector_maths[(u.dtype, u.width)].add(_MATH_NAMES[u.arg])  # type: ignore[index]
+            return f"{vt}_{_MATH_NAMES[u.arg]}({xs[0]})"
+        return ALU_OPS[u.arg](xs, u.dtype, u.vin[0].dtype, self.d)
+
+    def horizontal(self, u: UOp) -> str:
+        (vec,) = u.vin
+        lanes = [self.d.lane(self.names[id(vec)], i) for i in range(vec.width)]
+        if u.arg is BinaryOps.ADD:
+            return "(" + "+".join(lanes) + ")"
+        # NOTE: one statement per step: nesting max expressions would repeat each operand, exponentially
+        out = self.fresh("alu")
+        self.emit(f"{self.type_of(u)} {out} = {lanes[0]};")
+        for lane in lanes[1:]:
+            self.emit(f"{out} = {ALU_OPS[BinaryOps.MAX]([out, lane], u.dtype, u.dtype, self.d)};")  # type: ignore[arg-type]
+        return out
+
     def store(self, u: UOp) -> None:
         buf, value = u.vin
-        val = self.names[id(value)]
+        val, ptr = self.names[id(value)], self.names[id(buf)]
+        if u.width > 1:
+            vt = self.type_of(value)
+            at = self.idx(u.arg)
+            self.emit(f"vstore{u.width}({val}, 0, {ptr}+{at});" if self.d.native_vectors
+                      else f"{vt}_store({ptr}+{at}, {val});")  # fmt: skip
+            return
         if value.dtype == dtypes.float16 and self.d.half_as_bits:
             val = f"sg_f2h({val})"
-        self.emit(f"{self.names[id(buf)]}[{self.idx(u.arg)}] = {val};")
+        self.emit(f"{ptr}[{self.idx(u.arg)}] = {val};")
 
     def statement(self, u: UOp) -> None:
         d = self.d
         if u.uop is UOps.LOOP:
-            var, end = u.arg
+            var, end, parallel = u.arg
             name = self.var_names[var] = var.expr.lstrip("_")
-            self.emit(f"for (int {name} = 0; {name} < {self.idx(end)}; {name}++) {{")
+            if parallel:
+                self.parallel_end = self.idx(end)
+                self.emit(f"for (int {name} = sg_start; {name} < sg_end; {name}++) {{")
+            else:
+                self.emit(f"for (int {name} = 0; {name} < {self.idx(end)}; {name}++) {{")
             self.depth += 1
         elif u.uop is UOps.ENDLOOP:
             self.depth -= 1
@@ -312,40 +414,81 @@ class _Renderer:
             self.emit(f"int {name} = {d.global_id.format(axis=axis)};")
         elif u.uop is UOps.DEFINE_ACC:
             self.names[id(u)] = name = self.fresh("acc")
-            self.emit(f"{d.value_type(u.dtype)} {name} = {render_const(u.arg, u.dtype, d)};")
+            init = render_const(u.arg, u.dtype, d)  # type: ignore[arg-type]
+            self.emit(f"{self.type_of(u)} {name} = {d.broadcast(u.dtype, u.width, init) if u.width > 1 else init};")  # type: ignore[arg-type]
         elif u.uop is UOps.CONST:
             self.names[id(u)] = self.const(u)
-        elif u.uop in (UOps.LOAD, UOps.ALU):
-            self.names[id(u)] = name = self.fresh("val" if u.uop is UOps.LOAD else "alu")
-            self.emit(f"{d.value_type(u.dtype)} {name} = {self.load(u) if u.uop is UOps.LOAD else self.alu(u)};")
+        elif u.uop is UOps.LANE:
+            self.names[id(u)] = d.lane(self.names[id(u.vin[0])], u.arg)
+        elif u.uop in (UOps.LOAD, UOps.ALU, UOps.VECTORIZE, UOps.HORIZONTAL):
+            self.names[id(u)] = name = self.fresh({UOps.LOAD: "val", UOps.VECTORIZE: "vec"}.get(u.uop, "alu"))
+            if u.uop is UOps.LOAD:
+                expr = self.load(u)
+            elif u.uop is UOps.ALU:
+                expr = self.alu(u)
+            elif u.uop is UOps.VECTORIZE:
+                expr = d.vectorize(u.dtype, u.width, [self.names[id(v)] for v in u.vin])  # type: ignore[arg-type]
+            else:
+                expr = self.horizontal(u)
+            self.emit(f"{self.type_of(u)} {name} = {expr};")
         elif u.uop is UOps.ASSIGN:
             self.emit(f"{self.names[id(u.vin[0])]} = {self.names[id(u.vin[1])]};")
         elif u.uop is UOps.STORE:
             self.store(u)
 
-    def arguments(self) -> list[str]:
+    def arguments(self) -> list[tuple[str, str, str]]:
+        """(type, qualifiers, name) per argument: the buffers, then the shape variables."""
         d, args = self.d, []
         for u in self.prg.uops:
             if u.uop is UOps.DEFINE_GLOBAL:
                 idx, dtype = u.arg
                 self.names[id(u)] = f"data{idx}"
                 const = "const " if idx else ""
-                args.append(f"{d.buffer_qualifier}{const}{d.storage_type(dtype)}* restrict data{idx}")
-        return args + [f"const int {self.var_names[v.unbound]}" for v in self.prg.vars]
+                args.append((f"{d.buffer_qualifier}{const}{d.storage_type(dtype)}*", " restrict", f"data{idx}"))
+        return args + [("int", "", self.var_names[v.unbound]) for v in self.prg.vars]
+
+    def header(self) -> list[str]:
+        """The chunks before the kernel (each self-contained, so a file of several kernels can drop repeats)."""
+        used = {u.dtype for u in self.prg.uops if u.dtype is not None}
+        pragmas = [self.d.extensions[t] for t in sorted(used) if t in self.d.extensions]
+        if any(u.uop is UOps.ALU and u.arg is TernaryOps.MULACC for u in self.prg.uops):
+            pragmas.append(self.d.no_contract)
+        chunks = [self.d.header.rstrip("\n")] if self.d.header else []
+        chunks += pragmas
+        if dtypes.float16 in used and self.d.half_as_bits:
+            chunks.append(HALF_HELPERS.rstrip("\n"))
+        if not self.d.native_vectors:
+            for (dtype, width), maths in sorted(self.vector_maths.items(), key=lambda x: (x[0][0], x[0][1])):
+                chunks += c_vector_helpers(dtype, width, maths)
+        if self.parallel_end is not None:
+            chunks.append(PARALLEL_HEADER)
+        return chunks
 
     def render(self) -> str:
         args = self.arguments()
         for u in self.prg.uops:
             self.statement(u)
-        used = {u.dtype for u in self.prg.uops if u.dtype is not None}
-        pragmas = [self.d.extensions[t] for t in sorted(used) if t in self.d.extensions]
-        if any(u.uop is UOps.ALU and u.arg is TernaryOps.MULACC for u in self.prg.uops):
-            pragmas.append(self.d.no_contract)
-        header = self.d.header + "".join(p + "\n" for p in pragmas)
-        if dtypes.float16 in used and self.d.half_as_bits:
-            header += HALF_HELPERS
-        signature = f"{self.d.kernel_prefix}void {self.prg.name}({', '.join(args)}) {{"
-        return header + "\n".join([signature, *self.lines, "}"]) + "\n"
+        name = self.prg.name
+        params = ", ".join(f"{t}{q} {n}" if t != "int" else f"const int {n}" for t, q, n in args)
+        if self.parallel_end is None:
+            body = [f"{self.d.kernel_prefix}void {name}({params}) {{", *self.lines, "}"]
+        else:
+            # NOTE: the outer loop's range comes from the thread pool, so the kernel is a body over [start, end)
+            # called through sg_parallel_for with its arguments in a struct
+            fields = " ".join(f"{t} {n};" for t, _, n in args)
+            unpack = [f"  {t}{q} {n} = sg_args->{n};" for t, q, n in args]
+            body = [f"struct {name}_args {{ {fields} }};",
+                    f"static void {name}_body(void* sg_ctx, int sg_start, int sg_end) {{",
+                    f"  struct {name}_args* sg_args = (struct {name}_args*)sg_ctx;", *unpack, *self.lines, "}",
+                    f"void {name}({params}) {{",
+                    f"  struct {name}_args sg_args = {{ {', '.join(n for _, _, n in args)} }};",
+                    f"  if (sg_parallel_for) sg_parallel_for({name}_body, &sg_args, {self.parallel_end});",
+                    f"  else {name}_body(&sg_args, 0, {self.parallel_end});", "}"]  # fmt: skip
+        return "\n\n".join(self.header()) + "\n" + KERNEL_MARK + "\n" + "\n".join(body) + "\n"
+
+
+# NOTE: the line between the header chunks and the kernel's own code (the C export splits sources there)
+KERNEL_MARK = "/* kernel */"
 
 
 def render(prg: Program, dialect: CDialect) -> str:

@@ -17,14 +17,14 @@ from typing import Any
 
 from specgrad.codegen.linearizer import LinearizerOptions, Program
 from specgrad.device import Compiled, Compiler, DeviceUnavailable, HostAllocator, timed
-from specgrad.flags import CC, DEBUG
+from specgrad.flags import CC, DEBUG, OPT, THREADS
 from specgrad.renderer.cstyle import C_DIALECT, render
 from specgrad.shape.symbolic import Variable, sym_infer
 
 # NOTE: no -ffast-math: it lets the compiler assume there is no inf or nan, and results for them must stay correct.
 # -ffp-contract=off keeps a*b+c two roundings, as numpy computes it; -fwrapv makes signed overflow wrap, as the
 # kernels (and numpy) expect.
-CFLAGS = ("-shared", "-fPIC", "-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fwrapv")
+CFLAGS = ("-shared", "-fPIC", "-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-pthread")
 INSTALL_HINT = "install clang (apt-get install clang) or gcc, or point the CC flag at a C compiler"
 
 
@@ -66,16 +66,113 @@ def compile_c(path: str, src: str) -> bytes:
         return out.read_bytes()
 
 
+# The thread pool kernels hand their outer loop to: [0, n) cut into one contiguous part per thread, the caller
+# running part 0. Every output element is computed whole by one thread, so results do not depend on the thread count.
+# Workers spin briefly before sleeping, since kernels come in quick succession.
+POOL_SRC = r"""
+#include <pthread.h>
+#include <unistd.h>
+typedef void (*sg_body_fn)(void*, int, int);
+#define SG_MAX_THREADS 64
+#if defined(__x86_64__) || defined(__i386__)
+#define SG_PAUSE() __builtin_ia32_pause()
+#else
+#define SG_PAUSE() ((void)0)
+#endif
+static int sg_threads = 1, sg_started = 0;
+static pid_t sg_pid;
+static pthread_mutex_t sg_mu = PTHREAD_MUTEX_INITIALIZER, sg_caller = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t sg_go = PTHREAD_COND_INITIALIZER, sg_done = PTHREAD_COND_INITIALIZER;
+static sg_body_fn sg_fn; static void* sg_ctx; static int sg_n;
+static volatile unsigned long sg_gen = 0;
+static volatile int sg_pending = 0;
+
+static void sg_part(int t) {
+  long chunk = ((long)sg_n + sg_threads - 1) / sg_threads, start = chunk * t, end = start + chunk;
+  if (end > sg_n) end = sg_n;
+  if (start < end) sg_fn(sg_ctx, (int)start, (int)end);
+}
+
+static void* sg_worker(void* arg) {
+  int t = (int)(long)arg;
+  unsigned long seen = 0;
+  for (;;) {
+    for (int spin = 0; spin < 20000 && __atomic_load_n(&sg_gen, __ATOMIC_ACQUIRE) == seen; spin++) SG_PAUSE();
+    pthread_mutex_lock(&sg_mu);
+    while (sg_gen == seen) pthread_cond_wait(&sg_go, &sg_mu);
+    seen = sg_gen;
+    pthread_mutex_unlock(&sg_mu);
+    sg_part(t);
+    if (__atomic_sub_fetch(&sg_pending, 1, __ATOMIC_ACQ_REL) == 0) {
+      pthread_mutex_lock(&sg_mu);
+      pthread_cond_signal(&sg_done);
+      pthread_mutex_unlock(&sg_mu);
+    }
+  }
+  return 0;
+}
+
+int sg_pool_start(int threads) {
+  if (threads > SG_MAX_THREADS) threads = SG_MAX_THREADS;
+  if (sg_started && sg_pid == getpid()) return sg_threads;
+  sg_threads = threads < 1 ? 1 : threads; sg_started = 1; sg_pid = getpid();
+  for (int t = 1; t < sg_threads; t++) {
+    pthread_t th;
+    if (pthread_create(&th, 0, sg_worker, (void*)(long)t) != 0) { sg_threads = t; break; }
+    pthread_detach(th);
+  }
+  return sg_threads;
+}
+
+void sg_parallel_for(sg_body_fn fn, void* ctx, int n) {
+  /* NOTE: a forked child has no workers: it runs everything on its own thread */
+  if (sg_threads <= 1 || n < 2 || sg_pid != getpid()) { fn(ctx, 0, n); return; }
+  pthread_mutex_lock(&sg_caller); /* NOTE: one job at a time, whichever thread calls */
+  pthread_mutex_lock(&sg_mu);
+  sg_fn = fn; sg_ctx = ctx; sg_n = n;
+  __atomic_store_n(&sg_pending, sg_threads - 1, __ATOMIC_RELEASE);
+  __atomic_add_fetch(&sg_gen, 1, __ATOMIC_ACQ_REL);
+  pthread_cond_broadcast(&sg_go);
+  pthread_mutex_unlock(&sg_mu);
+  sg_part(0);
+  for (int spin = 0; spin < 20000 && __atomic_load_n(&sg_pending, __ATOMIC_ACQUIRE) != 0; spin++) SG_PAUSE();
+  pthread_mutex_lock(&sg_mu);
+  while (__atomic_load_n(&sg_pending, __ATOMIC_ACQUIRE) != 0) pthread_cond_wait(&sg_done, &sg_mu);
+  pthread_mutex_unlock(&sg_mu);
+  pthread_mutex_unlock(&sg_caller);
+}
+"""
+
+
+def load_library(lib: bytes) -> ctypes.CDLL:
+    with tempfile.NamedTemporaryFile(prefix="specgrad-", suffix=".so", delete=False) as f:
+        f.write(lib)
+    try:
+        return ctypes.CDLL(f.name)
+    finally:
+        os.unlink(f.name)  # NOTE: the loaded library stays mapped after its file is gone
+
+
+def thread_count() -> int:
+    return int(THREADS.value) if int(THREADS.value) > 0 else len(os.sched_getaffinity(0))
+
+
+class ThreadPool:
+    """The pool's library, started once per process with the THREADS flag's count."""
+
+    def __init__(self, compiler: Compiler):
+        self.dll = load_library(compiler.compile_cached(POOL_SRC))
+        self.threads = self.dll.sg_pool_start(ctypes.c_int(thread_count()))
+        self.parallel_for = ctypes.cast(self.dll.sg_parallel_for, ctypes.c_void_p).value
+
+
 class ClangProgram:
     """One compiled kernel: a function in a shared object, called with buffer pointers and shape variables."""
 
-    def __init__(self, prg: Program, lib: bytes):
-        with tempfile.NamedTemporaryFile(prefix="specgrad-", suffix=".so", delete=False) as f:
-            f.write(lib)
-        try:
-            self.dll = ctypes.CDLL(f.name)
-        finally:
-            os.unlink(f.name)  # NOTE: the loaded library stays mapped after its file is gone
+    def __init__(self, prg: Program, lib: bytes, pool: ThreadPool | None = None):
+        self.dll = load_library(lib)
+        if pool is not None and hasattr(self.dll, "sg_parallel_for"):
+            ctypes.c_void_p.in_dll(self.dll, "sg_parallel_for").value = pool.parallel_for
         self.fn = getattr(self.dll, prg.name)
         self.fn.argtypes = [ctypes.c_void_p] * len(prg.buffers) + [ctypes.c_int] * len(prg.vars)
         self.fn.restype = None
@@ -95,7 +192,18 @@ def ClangDevice() -> Compiled:
         compiler.compile_cached("void sg_probe(void) {}\n")
     except RuntimeError as e:
         raise DeviceUnavailable(f"the C compiler {path} cannot build shared objects ({e}): {INSTALL_HINT}") from None
+    pool = ThreadPool(compiler) if thread_count() > 1 else None
     if DEBUG >= 1:
-        print(f"CLANG device: compiling with {version} ({path})")
-    return Compiled("CLANG", HostAllocator(), LinearizerOptions(), lambda prg: render(prg, C_DIALECT), compiler,
-                    ClangProgram)  # fmt: skip
+        print(f"CLANG device: compiling with {version} ({path}), {pool.threads if pool else 1} thread(s)")
+    opts = LinearizerOptions(optimize=bool(OPT), vector_bytes=vector_bytes(), threads=pool is not None)
+    return Compiled("CLANG", HostAllocator(), opts, lambda prg: render(prg, C_DIALECT), compiler,
+                    functools.partial(ClangProgram, pool=pool))  # fmt: skip
+
+
+def vector_bytes() -> int:
+    """The widest vector registers this CPU has (what -march=native will use)."""
+    try:
+        flags = set(Path("/proc/cpuinfo").read_text().split("\n\n")[0].split())
+    except OSError:
+        return 16
+    return 64 if "avx512f" in flags else 32 if "avx" in flags else 16

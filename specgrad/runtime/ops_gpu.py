@@ -12,7 +12,7 @@ import numpy as np
 from specgrad.codegen.linearizer import LinearizerOptions, Program
 from specgrad.device import Compiled, Compiler, DeviceUnavailable, LRUAllocator, sizes_with
 from specgrad.dtype import DType, dtypes
-from specgrad.flags import DEBUG
+from specgrad.flags import DEBUG, OPT
 from specgrad.renderer.cstyle import OPENCL_DIALECT, render
 from specgrad.shape.symbolic import Variable, sym_infer
 
@@ -111,7 +111,8 @@ def GPUDevice() -> Compiled:
     compiler = Compiler("opencl", identity, functools.partial(compile_cl, ctx))
     if DEBUG >= 1:
         print(f"GPU device: OpenCL on {ctx.name}")
-    ret = Compiled("GPU", CLAllocator(ctx), LinearizerOptions(global_dims=3), lambda prg: render(prg, OPENCL_DIALECT),
+    opts = LinearizerOptions(global_dims=3, optimize=bool(OPT), vector_bytes=16)  # NOTE: float4 exists everywhere
+    ret = Compiled("GPU", CLAllocator(ctx), opts, lambda prg: render(prg, OPENCL_DIALECT),
                    compiler, functools.partial(CLProgram, ctx))  # fmt: skip
     ret.supported_dtypes, ret.description = ctx.supported_dtypes(), f" (OpenCL on {ctx.name})"
     ret.synchronize = ctx.queue.finish  # type: ignore[method-assign]

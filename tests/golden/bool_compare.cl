@@ -1,3 +1,5 @@
+
+/* kernel */
 __kernel void E_4_4(__global uchar* restrict data0, __global const float* restrict data1, __global const float* restrict data2, __global const float* restrict data3) {
   int gidx0 = (int)get_global_id(0);
   int gidx1 = (int)get_global_id(1);

@@ -1,4 +1,5 @@
 #include <math.h>
+
 static inline float sg_h2f(unsigned short h) {
   unsigned int s = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
   union { unsigned int u; float f; } r;
@@ -26,6 +27,7 @@ static inline float sg_d2f_odd(double d) {
   x.u |= 1u;
   return x.f;
 }
+/* kernel */
 void E_16(unsigned short* restrict data0, const float* restrict data1) {
   for (int gidx0 = 0; gidx0 < 16; gidx0++) {
     float val0 = data1[gidx0];

@@ -1,4 +1,5 @@
 #pragma OPENCL EXTENSION cl_khr_fp16 : enable
+/* kernel */
 __kernel void E_16(__global half* restrict data0, __global const float* restrict data1) {
   int gidx0 = (int)get_global_id(0);
   float val0 = data1[gidx0];

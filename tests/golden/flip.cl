@@ -1,6 +1,7 @@
+
+/* kernel */
 __kernel void E_4_4(__global float* restrict data0, __global const float* restrict data1) {
-  int gidx0 = (int)get_global_id(0);
   int gidx1 = (int)get_global_id(1);
-  float val0 = data1[((gidx1*-4)+gidx0+12)];
-  data0[((gidx1*4)+gidx0)] = val0;
+  float4 val0 = vload4(0, data1+((gidx1*-4)+12));
+  vstore4(val0, 0, data0+(gidx1*4));
 }

@@ -1,4 +1,5 @@
 #include <math.h>
+/* kernel */
 void E_4_4(int* restrict data0, const int* restrict data1, const int* restrict data2) {
   for (int gidx0 = 0; gidx0 < 4; gidx0++) {
     for (int gidx1 = 0; gidx1 < 4; gidx1++) {
@@ -22,6 +23,7 @@ void E_4_4(int* restrict data0, const int* restrict data1, const int* restrict d
 }
 
 #include <math.h>
+/* kernel */
 void E_4_4(int* restrict data0, const int* restrict data1, const int* restrict data2) {
   for (int gidx0 = 0; gidx0 < 4; gidx0++) {
     for (int gidx1 = 0; gidx1 < 4; gidx1++) {

@@ -1,3 +1,5 @@
+
+/* kernel */
 __kernel void E_4_4(__global int* restrict data0, __global const int* restrict data1, __global const int* restrict data2) {
   int gidx0 = (int)get_global_id(0);
   int gidx1 = (int)get_global_id(1);
@@ -18,6 +20,8 @@ __kernel void E_4_4(__global int* restrict data0, __global const int* restrict d
   data0[((gidx1*4)+gidx0)] = alu11;
 }
 
+
+/* kernel */
 __kernel void E_4_4(__global int* restrict data0, __global const int* restrict data1, __global const int* restrict data2) {
   int gidx0 = (int)get_global_id(0);
   int gidx1 = (int)get_global_id(1);

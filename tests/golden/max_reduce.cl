@@ -1,10 +1,19 @@
+
+/* kernel */
 __kernel void r_6_4(__global float* restrict data0, __global const float* restrict data1) {
   int gidx0 = (int)get_global_id(0);
   float acc0 = (-INFINITY);
-  for (int ridx0 = 0; ridx0 < 4; ridx0++) {
-    float val0 = data1[((ridx0*6)+gidx0)];
-    float alu0 = (((acc0)!=(acc0)||(acc0)>(val0))?(acc0):(val0));
-    acc0 = alu0;
-  }
+  float val0 = data1[gidx0];
+  float alu0 = (((acc0)!=(acc0)||(acc0)>(val0))?(acc0):(val0));
+  acc0 = alu0;
+  float val1 = data1[(gidx0+6)];
+  float alu1 = (((acc0)!=(acc0)||(acc0)>(val1))?(acc0):(val1));
+  acc0 = alu1;
+  float val2 = data1[(gidx0+12)];
+  float alu2 = (((acc0)!=(acc0)||(acc0)>(val2))?(acc0):(val2));
+  acc0 = alu2;
+  float val3 = data1[(gidx0+18)];
+  float alu3 = (((acc0)!=(acc0)||(acc0)>(val3))?(acc0):(val3));
+  acc0 = alu3;
   data0[gidx0] = acc0;
 }

@@ -1,3 +1,5 @@
+
+/* kernel */
 __kernel void E_4_6(__global float* restrict data0, __global const float* restrict data1) {
   int gidx0 = (int)get_global_id(0);
   int gidx1 = (int)get_global_id(1);

@@ -1,4 +1,5 @@
 #include <math.h>
+/* kernel */
 void E_4_4(float* restrict data0, const float* restrict data1, const float* restrict data2, const float* restrict data3) {
   for (int gidx0 = 0; gidx0 < 4; gidx0++) {
     for (int gidx1 = 0; gidx1 < 4; gidx1++) {

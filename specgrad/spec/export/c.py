@@ -16,7 +16,7 @@ from specgrad import Device, Tensor, TinyJit
 from specgrad.device import Buffer, Runner
 from specgrad.helpers import atomic_write
 from specgrad.realize import ExecItem
-from specgrad.renderer.cstyle import C_DIALECT
+from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, PARALLEL_GLOBAL
 from specgrad.spec.builder import Model
 from specgrad.spec.validate import ValidSpec
 
@@ -58,12 +58,15 @@ def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], Buffer, Buf
     return jitted.items, x.lazydata.base.realized, out.lazydata.base.realized
 
 
-def _kernel_source(runner: Runner, name: str) -> tuple[str, str]:
-    """(header part, the function renamed to `name` and made static)."""
-    at = runner.src.index("void ")
-    header, body = runner.src[:at], runner.src[at:]
-    fn = re.match(r"void (\w+)\(", body).group(1)  # type: ignore[union-attr]
-    return header, "static " + body.replace(f"void {fn}(", f"void {name}(", 1)
+def _kernel_source(runner: Runner, name: str) -> tuple[list[str], str]:
+    """(the header chunks, the kernel's own code with its names prefixed by `name` and its entry point static)."""
+    header, body = runner.src.split(KERNEL_MARK + "\n", 1)
+    fn = re.search(r"^void (\w+)\(", body, re.MULTILINE).group(1)  # type: ignore[union-attr]
+    body = re.sub(rf"\b{fn}(?=\b|_args\b|_body\b)", name, body)
+    body = re.sub(rf"^void {name}\(", f"static void {name}(", body, flags=re.MULTILINE)
+    # NOTE: a kernel's thread hook stays unset here (one thread) and private to the exported file
+    chunks = [c.replace(PARALLEL_GLOBAL, "static " + PARALLEL_GLOBAL) for c in header.rstrip("\n").split("\n\n")]
+    return chunks, body
 
 
 def _array(values: np.ndarray, ctype: str) -> str:
@@ -88,8 +91,8 @@ def export_c(spec: ValidSpec, model: Model, c_path: Path, stats: dict | None = N
     headers: list[str] = []
     kernels, calls, arrays = [], [], []
     for k, item in enumerate(items):
-        header, fn = _kernel_source(item.run.__self__, f"kernel{k}")  # type: ignore[attr-defined]
-        headers += [] if header in headers else [header]
+        chunks, fn = _kernel_source(item.run.__self__, f"kernel{k}")  # type: ignore[attr-defined]
+        headers += [c for c in chunks if c not in headers]
         kernels.append(fn)
         for b in item.bufs:
             if id(b) in names:

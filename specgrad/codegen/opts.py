@@ -1,0 +1,106 @@
+"""Which opts a kernel gets: hand-written rules that look at each buffer's strides, fast enough to run on every
+kernel. The rules, in order:
+
+1. VECTOR: the lanes of a vector type go on the last output axis that the output and every load walk with stride 1
+   or 0 (a broadcast), else on a reduce axis the loads walk that way (the lanes then add up after the loop).
+2. UPCAST (reduce kernels): register tiling. An output axis along which some load does not move (stride 0) is
+   unrolled, so that load is read once for several outputs, up to MAX_ACCUMULATORS accumulators.
+3. UNROLL: a short last reduce loop (a 3x3 window) is unrolled whole, a long one by 4.
+
+Imports dtype, ops and codegen.kernel.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from specgrad.codegen.kernel import Kernel, Opt
+from specgrad.dtype import dtypes
+from specgrad.ops import BinaryOps, BufferOps, ReduceOps, UnaryOps
+
+if TYPE_CHECKING:
+    from specgrad.codegen.linearizer import LinearizerOptions
+
+# NOTE: every renderer can apply these to vectors lane by lane; a kernel using any other op stays scalar
+VECTOR_OPS = {BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, BinaryOps.MAX, UnaryOps.NEG,
+              UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SQRT, UnaryOps.SIN, UnaryOps.RECIP}  # fmt: skip
+MAX_ACCUMULATORS = 8  # vector (or scalar) accumulators one tiled reduce keeps in registers
+MAX_FULL_UNROLL = 8  # a last reduce loop this short is unrolled whole
+
+
+def choose_opts(k: Kernel, opts: LinearizerOptions) -> list[Opt]:
+    if not all(isinstance(s, int) for s in k.full_shape):
+        return []  # NOTE: symbolic shapes keep plain loops: splits need sizes known when compiling
+    chosen: list[Opt] = []
+
+    def apply(opt: Opt) -> None:
+        nonlocal k
+        k = k.apply(opt)
+        chosen.append(opt)
+
+    width = vector_width(k, opts.vector_bytes)
+    if width > 1 and (axis := _vector_axis(k, width)) is not None:
+        apply(Opt("VECTOR", axis, width))
+    if k.reduceop is not None:
+        accumulators = 1
+        while (pick := _upcast_axis(k, MAX_ACCUMULATORS // accumulators)) is not None:
+            apply(Opt("UPCAST", *pick))
+            accumulators *= pick[1]
+        if k.reduce_shape:
+            last = k.first_expanded - 1
+            size = k.full_shape[last]
+            if 1 < size <= MAX_FULL_UNROLL:  # type: ignore[operator]
+                apply(Opt("UNROLL", last, size))  # type: ignore[arg-type]
+            elif size % 4 == 0:  # type: ignore[operator]
+                apply(Opt("UNROLL", last, 4))
+    return chosen
+
+
+def vector_width(k: Kernel, vector_bytes: int) -> int:
+    """Lanes per vector for this kernel, or 1 when an op or dtype of it has no vector form here."""
+    dtype = k.ast.arg.dtype
+    width = vector_bytes // dtype.itemsize
+    if width not in (2, 4, 8, 16) or dtype not in (dtypes.float32, dtypes.float64):
+        return 1
+    for x in k.ast.lazyops():
+        if x.op in (BufferOps.LOAD, BufferOps.CONST) and x.arg.dtype != dtype:
+            return 1
+        if x.op not in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE) and x.op not in ReduceOps:
+            if x.op not in VECTOR_OPS:
+                return 1
+    return width
+
+
+def _loads(k: Kernel) -> list[int]:
+    return [i for i, b in enumerate(k.bufops) if b.op is BufferOps.LOAD]
+
+
+def _vector_axis(k: Kernel, width: int) -> int | None:
+    strides = [k.strides(i) for i in range(len(k.sts))]
+    loads = _loads(k)
+
+    def fits(axis: int) -> bool:
+        size = k.full_shape[axis]
+        return isinstance(size, int) and size % width == 0 and all(strides[i][axis] in (0, 1) for i in loads)
+
+    outputs = [a for a in range(k.first_reduce) if strides[0][a] == 1 and fits(a)]
+    if outputs:
+        return outputs[-1]
+    reduces = [a for a in range(k.first_reduce, k.first_expanded)
+               if fits(a) and any(strides[i][a] == 1 for i in loads)]  # fmt: skip
+    return reduces[-1] if reduces else None
+
+
+def _upcast_axis(k: Kernel, budget: int) -> tuple[int, int] | None:
+    """The output loop axis that saves the most loads when unrolled, and by how much; None when none does."""
+    strides = [k.strides(i) for i in range(len(k.sts))]
+    best: tuple[int, int, int] | None = None  # (saved loads, axis, amount)
+    for axis in range(k.first_reduce):
+        size = k.full_shape[axis]
+        amount = next((a for a in (4, 3, 2) if a <= budget and isinstance(size, int) and size % a == 0), None)
+        if amount is None:
+            continue
+        saved = sum(1 for i in _loads(k) if strides[i][axis] == 0)
+        if saved and (best is None or saved > best[0]):
+            best = (saved, axis, amount)
+    return (best[1], best[2]) if best else None

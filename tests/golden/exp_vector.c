@@ -1,0 +1,26 @@
+#include <math.h>
+
+typedef float sg_float16 __attribute__((vector_size(64)));
+typedef int sg_mask_float16 __attribute__((vector_size(64)));
+
+static inline sg_float16 sg_float16_load(const float* p) { sg_float16 v; __builtin_memcpy(&v, p, sizeof(v)); return v; }
+static inline void sg_float16_store(float* p, sg_float16 v) { __builtin_memcpy(p, &v, sizeof(v)); }
+static inline sg_float16 sg_float16_max(sg_float16 a, sg_float16 b) { sg_mask_float16 m = (a != a) | (a > b); return (sg_float16)(((sg_mask_float16)a & m) | ((sg_mask_float16)b & ~m)); }
+
+static inline sg_float16 sg_float16_exp2(sg_float16 x) { for (int i = 0; i < 16; i++) x[i] = exp2f(x[i]); return x; }
+
+static inline sg_float16 sg_float16_sqrt(sg_float16 x) { for (int i = 0; i < 16; i++) x[i] = sqrtf(x[i]); return x; }
+/* kernel */
+void E_64(float* restrict data0, const float* restrict data1, const float* restrict data2) {
+  for (int gidx0 = 0; gidx0 < 4; gidx0++) {
+    sg_float16 val0 = sg_float16_load(data1+(gidx0*16));
+    sg_float16 alu0 = (val0*((sg_float16){}+(0x1.99999ap-4f)));
+    sg_float16 alu1 = (alu0*((sg_float16){}+(0x1.715476p+0f)));
+    sg_float16 alu2 = sg_float16_exp2(alu1);
+    sg_float16 val1 = sg_float16_load(data2+(gidx0*16));
+    sg_float16 alu3 = (val1+((sg_float16){}+(0x1p+0f)));
+    sg_float16 alu4 = sg_float16_sqrt(alu3);
+    sg_float16 alu5 = (alu2/alu4);
+    sg_float16_store(data0+(gidx0*16), alu5);
+  }
+}

@@ -1,0 +1,118 @@
+"""Kernel opts: random legal opts applied to the kernels of random small graphs, compiled for CLANG and GPU and
+compared with the same kernel on the CPU device; and the opts the rules pick for the kernels that matter most."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from test_fuzz_graphs import _step
+
+from specgrad import Tensor
+from specgrad.codegen.kernel import Kernel, Opt
+from specgrad.codegen.linearizer import LinearizerOptions, linearize
+from specgrad.codegen.opts import choose_opts, vector_width
+from specgrad.device import Buffer, Device, DeviceUnavailable
+from specgrad.ops import BufferOps, ScheduleItem
+from specgrad.realize import run_schedule
+from specgrad.schedule import create_schedule
+
+
+def random_opts(k: Kernel, rng: np.random.Generator) -> list[Opt]:
+    """Up to four opts that are legal for `k`: a split must divide its axis; VECTOR takes 2, 4, 8 or 16 lanes of a
+    kernel whose ops and dtypes have a vector form, once."""
+    opts: list[Opt] = []
+    for _ in range(int(rng.integers(0, 5))):
+        axes = [a for a in range(k.first_expanded) if isinstance(k.full_shape[a], int) and k.full_shape[a] > 1]
+        if not axes:
+            break
+        axis = int(rng.choice(axes))
+        size = k.full_shape[axis]
+        vector = k.vector_axis is None and rng.integers(2) == 1
+        amounts = [a for a in ((2, 4, 8, 16) if vector else (2, 3, 4, 8)) if size % a == 0]  # type: ignore[operator]
+        if not amounts:
+            continue
+        amount = int(rng.choice(amounts))
+        if vector and vector_width(k, amount * k.ast.arg.dtype.itemsize) != amount:
+            vector = False
+        op = "VECTOR" if vector else "UPCAST" if axis < k.first_reduce else "UNROLL"
+        opts.append(Opt(op, axis, amount))
+        k = k.apply(opts[-1])
+    return opts
+
+
+def run_kernel(device: str, si: ScheduleItem, opts: list[Opt]) -> np.ndarray:
+    """The kernel of `si` with `opts` on `device`, on copies of the inputs the CPU device computed."""
+    dev = Device[device]
+    prg = linearize(si.ast, dev.opts, opts)
+    fxn = dev.runtime(prg, dev.compiler.compile_cached(dev.render(prg)))
+    out = Buffer(device, si.out.st.size(), si.out.dtype)
+    ins = [Buffer(device, x.realized.size, x.dtype).copyin(memoryview(x.realized.numpy())) for x in si.inputs]
+    fxn([b._buf for b in [out, *ins]], {}, False)
+    dev.synchronize()
+    return out.numpy()
+
+
+@pytest.mark.parametrize("seed", range(30))
+@pytest.mark.parametrize("target", ["CLANG", "GPU"])
+def test_random_opts_match_the_cpu_device(seed: int, target: str) -> None:
+    try:
+        Device[target]
+    except DeviceUnavailable as e:
+        pytest.skip(f"{target} unavailable: {e}")
+    rng = np.random.default_rng(seed)
+    base = [rng.standard_normal(s).astype(np.float32) for s in [(8, 16), (16,), (4, 8, 16), ()]]
+    pool = [(Tensor(a, device="CPU").realize(), a) for a in base]
+    for _ in range(8):
+        t, a = _step(rng, pool)
+        if 0 < a.size <= 8192:
+            pool.append((t, a))
+    outs = [(t * 1.5).lazydata for t, _ in pool[len(base) :][-3:]] or [(pool[0][0] * 1.5).lazydata]
+    schedule = create_schedule(outs)
+    run_schedule(list(schedule))
+    checked = 0
+    for si in schedule:
+        if si.ast.op is not BufferOps.STORE:
+            continue
+        opts = random_opts(Kernel.from_ast(si.ast), rng)
+        want = si.out.realized.numpy()
+        got = run_kernel(target, si, opts)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5, err_msg=f"seed {seed}, opts {opts}")
+        checked += 1
+    assert checked
+
+
+def kernel_of(t: Tensor) -> Kernel:
+    (ast,) = [si.ast for si in create_schedule([t.lazydata]) if si.ast.op is BufferOps.STORE]
+    return Kernel.from_ast(ast)
+
+
+C_TARGET = LinearizerOptions(optimize=True, vector_bytes=64, threads=True)
+
+
+def test_matmul_gets_vector_lanes_and_a_register_tile() -> None:
+    a, b = Tensor.rand(64, 32, device="CPU").realize(), Tensor.rand(32, 48, device="CPU").realize()
+    opts = choose_opts(kernel_of(a @ b), C_TARGET)
+    assert opts[0] == Opt("VECTOR", 1, 16), "lanes along the output's contiguous axis, where b is contiguous too"
+    assert any(o.op == "UPCAST" for o in opts), f"no register tile: {opts}"
+
+
+def test_row_sum_vectorizes_its_reduce() -> None:
+    x = Tensor.rand(8, 256, device="CPU").realize()
+    assert choose_opts(kernel_of(x.sum(axis=1)), C_TARGET)[0] == Opt("VECTOR", 1, 16)
+
+
+def test_kernels_with_comparisons_stay_scalar() -> None:
+    x = Tensor.rand(64, device="CPU").realize()
+    assert all(o.op != "VECTOR" for o in choose_opts(kernel_of((x < 0.5).where(x, 0.0)), C_TARGET))
+
+
+def test_vector_opt_refused_where_there_is_no_vector_form() -> None:
+    x = Tensor.rand(64, device="CPU").realize()
+    ast = next(si.ast for si in create_schedule([(x < 0.5).lazydata]) if si.ast.op is BufferOps.STORE)
+    with pytest.raises(ValueError, match="no vector form"):
+        linearize(ast, C_TARGET, [Opt("VECTOR", 0, 16)])
+
+
+def test_bad_split_is_refused() -> None:
+    with pytest.raises(ValueError, match="cannot apply"):
+        kernel_of(Tensor.rand(10, device="CPU").realize() + 1).apply(Opt("UPCAST", 0, 4))
