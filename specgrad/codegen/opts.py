@@ -42,10 +42,11 @@ def choose_opts(k: Kernel, opts: LinearizerOptions) -> list[Opt]:
     if width > 1 and (axis := _vector_axis(k, width)) is not None:
         apply(Opt("VECTOR", axis, width))
     if k.reduceop is not None:
-        accumulators = 1
-        while (pick := _upcast_axis(k, MAX_ACCUMULATORS // accumulators)) is not None:
+        accumulators, upcast = 1, set()
+        while (pick := _upcast_axis(k, MAX_ACCUMULATORS // accumulators, upcast)) is not None:
             apply(Opt("UPCAST", *pick))
             accumulators *= pick[1]
+            upcast.add(pick[0])
         if k.reduce_shape:
             last = k.first_expanded - 1
             size = k.full_shape[last]
@@ -91,16 +92,18 @@ def _vector_axis(k: Kernel, width: int) -> int | None:
     return reduces[-1] if reduces else None
 
 
-def _upcast_axis(k: Kernel, budget: int) -> tuple[int, int] | None:
-    """The output loop axis that saves the most loads when unrolled, and by how much; None when none does."""
+def _upcast_axis(k: Kernel, budget: int, done: set[int]) -> tuple[int, int] | None:
+    """The output loop axis that saves the most loads when unrolled (one not unrolled yet first), and by how much;
+    None when none does."""
     strides = [k.strides(i) for i in range(len(k.sts))]
-    best: tuple[int, int, int] | None = None  # (saved loads, axis, amount)
+    best: tuple[int, int, int, int] | None = None  # (saved loads, not unrolled yet, axis, amount)
     for axis in range(k.first_reduce):
         size = k.full_shape[axis]
         amount = next((a for a in (4, 3, 2) if a <= budget and isinstance(size, int) and size % a == 0), None)
         if amount is None:
             continue
         saved = sum(1 for i in _loads(k) if strides[i][axis] == 0)
-        if saved and (best is None or saved > best[0]):
-            best = (saved, axis, amount)
-    return (best[1], best[2]) if best else None
+        score = (saved, axis not in done)
+        if saved and (best is None or score > best[:2]):
+            best = (*score, axis, amount)
+    return (best[2], best[3]) if best else None

@@ -7,7 +7,19 @@ static inline sg_float16 sg_float16_load(const float* p) { sg_float16 v; __built
 static inline void sg_float16_store(float* p, sg_float16 v) { __builtin_memcpy(p, &v, sizeof(v)); }
 static inline sg_float16 sg_float16_max(sg_float16 a, sg_float16 b) { sg_mask_float16 m = (a != a) | (a > b); return (sg_float16)(((sg_mask_float16)a & m) | ((sg_mask_float16)b & ~m)); }
 
-static inline sg_float16 sg_float16_exp2(sg_float16 x) { for (int i = 0; i < 16; i++) x[i] = exp2f(x[i]); return x; }
+static inline sg_float16 sg_float16_exp2(sg_float16 x) {
+  sg_mask_float16 o = x > 128.0f, u = x < -151.0f;
+  x = (sg_float16)(((sg_mask_float16)x & ~(o | u)) | (o & (sg_mask_float16)((sg_float16){} + 128.0f)) | (u & (sg_mask_float16)((sg_float16){} - 151.0f)));
+  sg_float16 t = x + 0x1.8p+23f, f = x - (t - 0x1.8p+23f);
+  sg_mask_float16 n = ((sg_mask_float16)t - 0x4b400000) & (sg_mask_float16)(x == x), k = n >> 1;
+  sg_float16 p = f * 0x1.41fbbcp-13f + 0x1.5f3e54p-10f;
+  p = p * f + 0x1.3b2d4cp-7f;
+  p = p * f + 0x1.c6aee8p-5f;
+  p = p * f + 0x1.ebfbdcp-3f;
+  p = p * f + 0x1.62e43p-1f;
+  p = p * f + 1.0f;
+  return p * (sg_float16)((k + 127) << 23) * (sg_float16)((n - k + 127) << 23);
+}
 
 static inline sg_float16 sg_float16_sqrt(sg_float16 x) { for (int i = 0; i < 16; i++) x[i] = sqrtf(x[i]); return x; }
 /* kernel */

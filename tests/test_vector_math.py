@@ -1,0 +1,104 @@
+"""The CLANG device's vector math helpers: float32 exp2 is a branch-free polynomial in GCC vector extensions (not a
+libm call per lane), so it is checked here in ulps against numpy over the whole finite range and at the specials."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from specgrad import Device, Tensor, dtypes
+from specgrad.codegen.linearizer import linearize
+from specgrad.device import DeviceUnavailable
+from specgrad.ops import BufferOps, UnaryOps
+from specgrad.renderer.cstyle import C_DIALECT, c_vector_helpers, render
+from specgrad.schedule import create_schedule
+
+INF, NAN = np.inf, np.nan
+# NOTE: 2^127.99.. is finite, 2^128 is inf; [-149, -126] is the subnormal range, -150 ties to +0
+SPECIALS = np.array([INF, -INF, NAN, -NAN, 0.0, -0.0, 1, -1, 0.5, -0.5, 127, 128, 127.99999, 128.00002, 129, 1e30,
+                     -126, -126.5, -127, -149, -149.5, -150, -150.00002, -149.99998, -151, -160, -1e30, 1e-30, -1e-30,
+                     1.4e-45, -1.4e-45, 1e-38], dtype=np.float32)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def clang() -> None:
+    try:
+        Device["CLANG"]
+    except DeviceUnavailable as e:
+        pytest.skip(f"CLANG unavailable: {e}")
+
+
+def exp2_inputs() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    xs = [rng.uniform(-160, 130, 1 << 20), rng.uniform(-1, 1, 1 << 16), rng.uniform(-151, -125, 1 << 16),
+          rng.uniform(126, 128, 1 << 16), np.arange(-160, 131), np.arange(-160, 131) + 0.5, SPECIALS]  # fmt: skip
+    x = np.concatenate(xs).astype(np.float32)
+    return np.concatenate([x, np.zeros(-len(x) % 16, np.float32)])  # NOTE: a multiple of 16, so the kernel vectorizes
+
+
+def raw_exp2(x: np.ndarray) -> Tensor:
+    """UnaryOps.EXP2 alone on CLANG (Tensor.exp2 is exp(x * ln 2), which rounds x * ln 2 * log2(e) on the way)."""
+    return Tensor(Tensor(x, device="CLANG").lazydata.e(UnaryOps.EXP2))
+
+
+def test_exp2_kernel_uses_vector_helper(clang: None) -> None:
+    t = raw_exp2(exp2_inputs())
+    asts = [si.ast for si in create_schedule([t.lazydata]) if si.ast.op is BufferOps.STORE]
+    src = "\n".join(render(linearize(ast, Device["CLANG"].opts), C_DIALECT) for ast in asts)
+    assert re.search(r"static inline sg_float\d+ sg_float\d+_exp2\(", src), src
+    assert "exp2f(" not in src, "float32 exp2 still calls libm per lane"
+
+
+def test_exp2_within_2_ulp_of_numpy(clang: None) -> None:
+    x = exp2_inputs()
+    got = raw_exp2(x).numpy()
+    with np.errstate(all="ignore"):
+        want, exact = np.exp2(x), np.exp2(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_array_equal(np.isinf(got) & (got > 0), np.isinf(want) & (want > 0))
+    finite = np.isfinite(want)
+    np.testing.assert_array_max_ulp(got[finite], want[finite], maxulp=2)
+    np.testing.assert_array_max_ulp(got[finite], exact[finite], maxulp=1)  # NOTE: numpy's own float32 exp2 is 3 off
+    assert not np.signbit(got[~np.isnan(got)]).any(), "exp2 is never -0"
+
+
+def test_exp2_specials_exact(clang: None) -> None:
+    got = raw_exp2(np.concatenate([SPECIALS, np.zeros(-len(SPECIALS) % 16, np.float32)])).numpy()[: len(SPECIALS)]
+    by_x = dict(zip(SPECIALS.tolist(), got.tolist(), strict=False))
+
+    def at(x: float) -> float:
+        return by_x[np.float32(x).item()]
+
+    assert at(INF) == INF and at(128) == INF and at(128.00002) == INF and at(1e30) == INF
+    assert np.isfinite(at(127.99999))
+    assert at(-INF) == 0 and at(-150) == 0 and at(-160) == 0 and at(-1e30) == 0
+    assert np.isnan(got[np.isnan(SPECIALS)]).all()
+    for n in (0, 1, -1, 127, -126, -127, -149):
+        assert at(n) == 2.0**n, f"exp2({n}) = {at(n)!r}, not exact"
+    assert at(-0.0) == 1 and at(-149.99998) == 2.0**-149 and at(-150.00002) == 0
+
+
+def test_exp_and_exp2_match_numpy(clang: None) -> None:
+    x = np.random.default_rng(1).uniform(-100, 88, 1 << 16).astype(np.float32)
+    got = Tensor(x, device="CLANG").exp().numpy()
+    np.testing.assert_allclose(got, np.exp(x), atol=1e-5, rtol=1e-3)  # NOTE: test_ops' tolerance for exp
+    np.testing.assert_allclose(got[x > -80], np.exp(x[x > -80]), rtol=1e-5)  # NOTE: x * log2(e) rounds once
+    np.testing.assert_allclose(Tensor(x, device="CLANG").exp2().numpy(), np.exp2(x), atol=1e-5, rtol=2e-5)
+
+
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+@pytest.mark.parametrize("width", [2, 4, 8, 16])
+def test_exp2_helper_compiles(cc: str, width: int) -> None:
+    """The helper is plain GCC vector extensions: both compilers take it at every width, warning-free."""
+    if shutil.which(cc) is None:
+        pytest.skip(f"{cc} not installed")
+    helpers = "\n".join(c_vector_helpers(dtypes.float32, width, {"exp2"}))
+    src = f"#include <math.h>\n{helpers}\nsg_float{width} f(sg_float{width} x) {{ return sg_float{width}_exp2(x); }}\n"
+    res = subprocess.run([cc, "-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-Wall", "-Werror",
+                          "-Wno-unused-function", "-fsyntax-only", "-x", "c", "-"], input=src, capture_output=True,
+                         text=True)  # fmt: skip
+    assert res.returncode == 0, res.stderr
