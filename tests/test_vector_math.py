@@ -98,7 +98,7 @@ def test_exp2_helper_compiles(cc: str, width: int) -> None:
         pytest.skip(f"{cc} not installed")
     helpers = "\n".join(c_vector_helpers(dtypes.float32, width, {"exp2"}))
     src = f"#include <math.h>\n{helpers}\nsg_float{width} f(sg_float{width} x) {{ return sg_float{width}_exp2(x); }}\n"
-    res = subprocess.run([cc, "-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-Wall", "-Werror",
-                          "-Wno-unused-function", "-fsyntax-only", "-x", "c", "-"], input=src, capture_output=True,
-                         text=True)  # fmt: skip
+    flags = ["-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-Wall", "-Werror"]
+    res = subprocess.run([cc, *flags, "-Wno-unused-function", "-fsyntax-only", "-x", "c", "-"], input=src,
+                         capture_output=True, text=True)  # fmt: skip
     assert res.returncode == 0, res.stderr
