@@ -212,11 +212,19 @@ class _Linearizer:
             self.uops.insert(self.uops.index(first_loop) if first_loop is not None else len(self.uops), acc)
         idxs = out_idxs + [v for v, _ in pairs]
         combine = BinaryOps.ADD if op is ReduceOps.SUM else BinaryOps.MAX
+        # NOTE: a sum of products accumulates with one multiply-add (fused where the hardware has it, as BLAS does)
+        fused = op is ReduceOps.SUM and src.op is BinaryOps.MUL and dtype in (dtypes.float32, dtypes.float64)
         for up in acc_points:
             acc = accs[_pkey(up)]
             for un in _points(k, self.unroll_axes):
-                value = self._lower(src, idxs, {**up, **un}, {})
-                self.uop(UOps.ASSIGN, dtype, (acc, self.uop(UOps.ALU, dtype, (acc, value), combine, acc.width)))
+                memo: dict[int, UOp] = {}
+                if fused:
+                    a, b = (self._lower(s, idxs, {**up, **un}, memo) for s in src.src)
+                    new = self.uop(UOps.ALU, dtype, (a, b, acc), TernaryOps.MULACC, acc.width)
+                else:
+                    value = self._lower(src, idxs, {**up, **un}, memo)
+                    new = self.uop(UOps.ALU, dtype, (acc, value), combine, acc.width)
+                self.uop(UOps.ASSIGN, dtype, (acc, new))
         for _, loop in reversed(pairs):
             if loop is not None:
                 self._end_loop(loop)

@@ -152,13 +152,47 @@ def c_vector_helpers(dtype: DType, width: int, maths: set[str]) -> list[str]:
         f"return ({vt})((({mask})a & m) | (({mask})b & ~m)); }}",
     ]
     suffix = C_DIALECT.float_suffix[dtype]
+    x86 = X86_VECTORS.get((dtype, width))
     for fn in sorted(maths):
         if dtype == dtypes.float32 and fn == "exp2":
             chunks.append(VECTOR_EXP2F.replace("VT", vt).replace("MT", mask))
+        elif fn == "sqrt" and x86 is not None:
+            # NOTE: libm's sqrt per lane is one scalar instruction each; the vector one rounds the same (correctly)
+            guard, bits, kind = x86
+            reg = f"__m{bits or 128}{'d' if kind == 'pd' else ''}"
+            fallback = f"for (int i = 0; i < {width}; i++) x[i] = sqrt{suffix}(x[i]);\n  return x;"
+            fast = f"return ({vt})_mm{bits}_sqrt_{kind}(({reg})x);"
+            chunks.append(f"static inline {vt} {vt}_sqrt({vt} x) {{\n#if defined({guard})\n  {fast}\n#else\n"
+                          f"  {fallback}\n#endif\n}}")  # fmt: skip
+        elif fn == "fma":
+            body = "  return a * b + c;"
+            if x86 is not None:
+                _, bits, kind = x86
+                reg = f"__m{bits or 128}{'d' if kind == 'pd' else ''}"
+                guard = "__AVX512F__" if bits == "512" else "__FMA__"
+                fused = f"return ({vt})_mm{bits}_fmadd_{kind}(({reg})a, ({reg})b, ({reg})c);"
+                body = f"#if defined({guard})\n  {fused}\n#else\n{body}\n#endif"
+            chunks.append(f"static inline {vt} {vt}_fma({vt} a, {vt} b, {vt} c) {{\n{body}\n}}")
         else:
             chunks.append(f"static inline {vt} {vt}_{fn}({vt} x) {{ for (int i = 0; i < {width}; i++) "
                           f"x[i] = {fn}{suffix}(x[i]); return x; }}")  # fmt: skip
     return chunks
+
+
+# x86 vector registers per (dtype, lanes): (the macro that says the instructions exist, the register width in the
+# intrinsic names, ps/pd); elsewhere the helpers fall back to portable code
+X86_VECTORS = {(dtypes.float32, 16): ("__AVX512F__", "512", "ps"), (dtypes.float32, 8): ("__AVX__", "256", "ps"),
+               (dtypes.float32, 4): ("__SSE__", "", "ps"), (dtypes.float64, 8): ("__AVX512F__", "512", "pd"),
+               (dtypes.float64, 4): ("__AVX__", "256", "pd"), (dtypes.float64, 2): ("__SSE2__", "", "pd")}  # fmt: skip
+X86_HEADER = "#if defined(__SSE__)\n#include <immintrin.h>\n#endif"
+# NOTE: a reduce's multiply-add is fused where the hardware has it (as BLAS does): one rounding instead of two
+FMA_HEADER = """#if defined(__FMA__) || defined(__aarch64__)
+#define sg_fmaf(a, b, c) __builtin_fmaf(a, b, c)
+#define sg_fma(a, b, c) __builtin_fma(a, b, c)
+#else
+#define sg_fmaf(a, b, c) ((a) * (b) + (c))
+#define sg_fma(a, b, c) ((a) * (b) + (c))
+#endif"""
 
 
 # NOTE: exp2f per lane is a libm call, which made exp-heavy kernels (softmax) slower than numpy's SIMD exp. This is
@@ -286,7 +320,9 @@ def _cast(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
 
 
 def _mulacc(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
-    # NOTE: the product is rounded on its own, as numpy's a*b+c; a half product is rounded to half
+    # NOTE: a*b+c fused where the hardware has it (a reduce's accumulation); half stays two roundings in C
+    if dt in (dtypes.float32, dtypes.float64):
+        return f"{'fma' if d.native_vectors else 'sg_fma' + d.float_suffix[dt]}({xs[0]},{xs[1]},{xs[2]})"
     prod_ = f"sg_rh({xs[0]}*{xs[1]})" if dt == dtypes.float16 and d.half_as_bits else f"({xs[0]}*{xs[1]})"
     return f"({prod_}+{xs[2]})"
 
@@ -394,6 +430,9 @@ class _Renderer:
         if u.arg in _MATH_NAMES and not self.d.native_vectors:
             self.vector_maths[(u.dtype, u.width)].add(_MATH_NAMES[u.arg])  # type: ignore[index]
             return f"{vt}_{_MATH_NAMES[u.arg]}({xs[0]})"
+        if u.arg is TernaryOps.MULACC and not self.d.native_vectors:
+            self.vector_maths[(u.dtype, u.width)].add("fma")  # type: ignore[index]
+            return f"{vt}_fma({xs[0]},{xs[1]},{xs[2]})"
         return ALU_OPS[u.arg](xs, u.dtype, u.vin[0].dtype, self.d)
 
     def horizontal(self, u: UOp) -> str:
@@ -478,10 +517,15 @@ class _Renderer:
         """The chunks before the kernel (each self-contained, so a file of several kernels can drop repeats)."""
         used = {u.dtype for u in self.prg.uops if u.dtype is not None}
         pragmas = [self.d.extensions[t] for t in sorted(used) if t in self.d.extensions]
-        if any(u.uop is UOps.ALU and u.arg is TernaryOps.MULACC for u in self.prg.uops):
+        mulaccs = {u.dtype for u in self.prg.uops if u.uop is UOps.ALU and u.arg is TernaryOps.MULACC}
+        if dtypes.float16 in mulaccs:
             pragmas.append(self.d.no_contract)
         chunks = [self.d.header.rstrip("\n")] if self.d.header else []
         chunks += pragmas
+        if not self.d.native_vectors and any(m & {"sqrt", "fma"} for m in self.vector_maths.values()):
+            chunks.append(X86_HEADER)
+        if not self.d.native_vectors and mulaccs - {dtypes.float16}:
+            chunks.append(FMA_HEADER)
         if dtypes.float16 in used and self.d.half_as_bits:
             chunks.append(HALF_HELPERS.rstrip("\n"))
         if not self.d.native_vectors:

@@ -1,5 +1,9 @@
 #include <math.h>
 
+#if defined(__SSE__)
+#include <immintrin.h>
+#endif
+
 typedef float sg_float16 __attribute__((vector_size(64)));
 typedef int sg_mask_float16 __attribute__((vector_size(64)));
 
@@ -21,7 +25,14 @@ static inline sg_float16 sg_float16_exp2(sg_float16 x) {
   return p * (sg_float16)((k + 127) << 23) * (sg_float16)((n - k + 127) << 23);
 }
 
-static inline sg_float16 sg_float16_sqrt(sg_float16 x) { for (int i = 0; i < 16; i++) x[i] = sqrtf(x[i]); return x; }
+static inline sg_float16 sg_float16_sqrt(sg_float16 x) {
+#if defined(__AVX512F__)
+  return (sg_float16)_mm512_sqrt_ps((__m512)x);
+#else
+  for (int i = 0; i < 16; i++) x[i] = sqrtf(x[i]);
+  return x;
+#endif
+}
 /* kernel */
 void E_64(float* restrict data0, const float* restrict data1, const float* restrict data2) {
   for (int gidx0 = 0; gidx0 < 4; gidx0++) {
