@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from specgrad.cli.bench import bench
 from specgrad.cli.demo import demo
 from specgrad.cli.export import export
 from specgrad.cli.run import run
@@ -106,6 +107,25 @@ def export_command(
 ) -> None:
     """Export trained weights: safetensors, ONNX (needs the onnx extra), or self-contained C source."""
     export(spec, weights, fmt, out, overrides or [])
+
+
+@app.command("bench")
+def bench_command(
+    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print one JSON document instead of a table")] = False,
+    only: Annotated[
+        list[str] | None, typer.Option(help="run only the workloads whose name contains this (repeatable)")
+    ] = None,
+    quick: Annotated[
+        bool, typer.Option("--quick", help="small sizes, for a run of seconds instead of minutes")
+    ] = False,
+    seconds: Annotated[
+        float | None, typer.Option(min=0.0, help="seconds of timed runs per side of a workload (default 1; 0.1 quick)")
+    ] = None,
+    repeat: Annotated[int, typer.Option(min=1, help="at most this many timed runs per side")] = 100,
+) -> None:
+    """Time matmul, elementwise, reductions, conv2d, training steps and start-up against numpy and PyTorch."""
+    bench(device, as_json, only or [], quick, seconds, repeat)
 
 
 @app.command("schema")

@@ -1,22 +1,36 @@
-"""Training-step benchmarks: steps/s with and without TinyJit, and PyTorch's where it is installed.
+"""`specgrad bench`: kernel and training workloads timed against numpy (and PyTorch where installed) in one run.
 
-Run `python -m specgrad.bench [--steps N] [--device NAME]`, or `--validate specs/` to time validating each spec.
-It prints figures measured in the same run; nothing here asserts on time. Imports the public API only.
+Every figure is a ratio to a reference measured in the same process, never an absolute time; each workload also
+checks its result against the reference once. Imports the public API (Tensor, nn, Device, TinyJit, flags) only.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import tempfile
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from specgrad import Device, Tensor, TinyJit, nn
+from specgrad.device import DeviceUnavailable
+from specgrad.flags import THREADS
 from specgrad.nn.optim import Adam
-from specgrad.nn.state import get_parameters
+from specgrad.nn.state import get_parameters, get_state_dict
+
+# ***** models *****
 
 
 class MLP:
@@ -42,72 +56,476 @@ class CNN:
         return self.fc(x.flatten(1))
 
 
-@dataclass
-class Workload:
+class Block:
+    """A pre-norm transformer block: causal self-attention and a 4x GELU MLP, each added to its input."""
+
+    def __init__(self, d: int, heads: int) -> None:
+        self.ln1, self.attn = nn.LayerNorm(d), nn.MultiHeadAttention(d, heads, causal=True)
+        self.ln2, self.fc1, self.fc2 = nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        x = x + self.attn(self.ln1(x))
+        return x + self.fc2(self.fc1(self.ln2(x)).gelu())
+
+
+class GPT:
+    """A character-level GPT: token and position embeddings, `layers` blocks, a final norm and the vocabulary head."""
+
+    def __init__(self, vocab: int = 65, d: int = 128, heads: int = 4, context: int = 64, layers: int = 2) -> None:
+        self.tok, self.pos = nn.Embedding(vocab, d), Tensor.normal(context, d, std=0.02, requires_grad=True)
+        self.blocks = [Block(d, heads) for _ in range(layers)]
+        self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab)
+
+    def __call__(self, idx: Tensor) -> Tensor:
+        x = self.tok(idx) + self.pos  # (B, T, C)
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x))  # (B, T, vocab)
+
+
+MODELS: dict[str, Callable[..., Any]] = {"MLP": MLP, "CNN": CNN, "GPT": GPT}
+
+
+def torch_model(name: str, **kwargs: int) -> Any:
+    """The PyTorch twin of MLP, CNN or GPT, with the same parameter names (so weights load by name)."""
+    import torch
+    from torch import nn as tnn
+
+    class TorchMLP(tnn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.l1, self.l2 = tnn.Linear(784, 256), tnn.Linear(256, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.l2(torch.relu(self.l1(x.flatten(1))))
+
+    class TorchCNN(tnn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.c1, self.c2 = tnn.Conv2d(1, 8, 3, padding=1), tnn.Conv2d(8, 16, 3, padding=1)
+            self.fc = tnn.Linear(16 * 7 * 7, 10)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            x = torch.max_pool2d(torch.relu(self.c1(x)), 2)
+            return self.fc(torch.max_pool2d(torch.relu(self.c2(x)), 2).flatten(1))
+
+    class TorchBlock(tnn.Module):
+        def __init__(self, d: int, heads: int) -> None:
+            super().__init__()
+            self.ln1, self.attn = tnn.LayerNorm(d), tnn.MultiheadAttention(d, heads, batch_first=True)
+            self.ln2, self.fc1, self.fc2 = tnn.LayerNorm(d), tnn.Linear(d, 4 * d), tnn.Linear(4 * d, d)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h, t = self.ln1(x), x.shape[1]
+            mask = torch.ones(t, t, dtype=torch.bool).triu(1)  # NOTE: True hides a position from attention
+            x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
+            return x + self.fc2(tnn.functional.gelu(self.fc1(self.ln2(x)), approximate="tanh"))
+
+    class TorchGPT(tnn.Module):
+        def __init__(self, vocab: int = 65, d: int = 128, heads: int = 4, context: int = 64, layers: int = 2):
+            super().__init__()
+            self.tok, self.pos = tnn.Embedding(vocab, d), tnn.Parameter(torch.zeros(context, d))
+            self.blocks = tnn.ModuleList([TorchBlock(d, heads) for _ in range(layers)])
+            self.ln, self.head = tnn.LayerNorm(d), tnn.Linear(d, vocab)
+
+        def forward(self, idx: torch.Tensor) -> torch.Tensor:
+            x = self.tok(idx) + self.pos
+            for block in self.blocks:
+                x = block(x)
+            return self.head(self.ln(x))
+
+    return {"MLP": TorchMLP, "CNN": TorchCNN, "GPT": TorchGPT}[name](**kwargs)
+
+
+# ***** results and timing *****
+
+
+@dataclass(frozen=True)
+class Result:
+    """One workload's figures. `ratio` is specgrad / reference, higher is better. `target` is the ratio to reach,
+    except for figures in seconds ("s"), where it is the most seconds allowed; `met` is None without a target."""
+
     name: str
-    model: Callable[[], object]
-    batch_shape: tuple[int, ...]
+    unit: str
+    specgrad: float
+    reference: str | None = None
+    reference_value: float | None = None
+    ratio: float | None = None
+    target: float | None = None
+    met: bool | None = None
+
+    @staticmethod
+    def of(name: str, unit: str, value: float, reference: str | None = None, reference_value: float | None = None,
+           ratio: float | None = None, target: float | None = None) -> Result:  # fmt: skip
+        if ratio is None and reference_value:
+            ratio = value / reference_value
+        met = None if target is None else (value <= target if unit == "s" else ratio is not None and ratio >= target)
+        return Result(name, unit, value, reference, reference_value, ratio, target, met)
 
 
-WORKLOADS = [Workload("MLP 784-256-10, batch 128, Adam", MLP, (128, 784)),
-             Workload("CNN 2 convs + pools + linear, batch 64, Adam", CNN, (64, 1, 28, 28))]  # fmt: skip
+@dataclass(frozen=True)
+class Timer:
+    """Times a warmed-up function: the best of up to `repeat` calls made within about `seconds` (at least one)."""
+
+    seconds: float = 1.0
+    repeat: int = 100
+
+    def best(self, fn: Callable[[], object]) -> float:
+        times: list[float] = []
+        deadline = time.perf_counter() + self.seconds
+        while not times or (len(times) < self.repeat and time.perf_counter() < deadline):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+        return min(times)
 
 
-def specgrad_steps_per_s(w: Workload, steps: int, jit: bool) -> float:
-    Tensor.manual_seed(0)
-    model = w.model()
+def realized(t: Tensor) -> Tensor:
+    """Realize `t` and wait for its device, so a timing covers the whole computation."""
+    t.realize()
+    Device[t.device].synchronize()
+    return t
+
+
+def _shape(shape: tuple[int, ...]) -> str:
+    return "(" + ",".join(map(str, shape)) + ")"
+
+
+def _count(n: int) -> str:
+    return f"{n >> 20}M" if n % (1 << 20) == 0 else f"{n >> 10}K" if n % (1 << 10) == 0 else str(n)
+
+
+# ***** kernel workloads: specgrad vs numpy *****
+
+
+@dataclass(frozen=True)
+class Sizes:
+    """Every workload's size; QUICK shrinks them so a run takes seconds (the README figures use the defaults)."""
+
+    matmul: tuple[int, ...] = (256, 1024, 2048)
+    elementwise: int = 16 << 20
+    reduce: int = 16 << 20
+    softmax: tuple[int, int] = (4096, 4096)
+    conv: tuple[tuple[int, int, int, int], tuple[int, int, int, int]] = ((32, 16, 32, 32), (32, 16, 3, 3))
+    batch: tuple[int, int, int] = (128, 64, 16)  # MLP, CNN, GPT
+    gpt: tuple[int, int, int] = (128, 4, 64)  # width, heads, context
+
+
+DEFAULT = Sizes()
+QUICK = Sizes(matmul=(64, 128), elementwise=64 << 10, reduce=64 << 10, softmax=(128, 256),
+              conv=((4, 4, 8, 8), (8, 4, 3, 3)), batch=(16, 8, 2), gpt=(32, 4, 16))  # fmt: skip
+
+# the goals (ratios to the reference, higher is better; seconds for start-up); the GPU's matmul goal is lower
+TARGETS: dict[str, float | None] = {"matmul": 0.5, "matmul GPU": 0.25, "elementwise": 0.8, "sum": 1.0, "softmax": 1.0,
+                                    "conv2d": 0.5, "train": 1.0, "start cold": 3.0, "start warm": 1.0}  # fmt: skip
+
+
+def compare(name: str, target: float | None, unit: str, timer: Timer, expected: np.ndarray,
+            sg: tuple[Callable[..., Tensor], tuple[Tensor, ...], float], ref: tuple[str, Callable[[], object], float],
+            rtol: float = 1e-5, atol: float = 1e-6) -> Result:  # fmt: skip
+    """Time specgrad's function of realized inputs through TinyJit (call 1 compiles, call 2 captures, later calls
+    replay the kernels, as in a training loop) and the numpy reference, then check specgrad's last output against
+    `expected`. `sg` is (function, inputs, work), `ref` (name, function, work); work is FLOPs or bytes."""
+    step = TinyJit(lambda *xs: sg[0](*xs).realize())
+    run = lambda: realized(step(*sg[1]))
+    run()  # NOTE: the untimed warm-up compiles; the second call is captured and returns the tensor replays refill
+    out = run()
+    ref[1]()
+    value, ref_value = sg[2] / timer.best(run) / 1e9, ref[2] / timer.best(ref[1]) / 1e9
+    np.testing.assert_allclose(out.numpy(), expected, rtol=rtol, atol=atol, err_msg=f"{name} on {Device.DEFAULT}")
+    return Result.of(name, unit, value, ref[0], ref_value, target=target)
+
+
+def bench_matmul(n: int, timer: Timer) -> Result:
+    rng = np.random.default_rng(0)
+    a_np, b_np = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+    a, b = Tensor(a_np).realize(), Tensor(b_np).realize()
+    target = TARGETS["matmul GPU" if Device.DEFAULT == "GPU" else "matmul"]
+    return compare(f"matmul f32 N={n}", target, "GFLOP/s", timer, a_np @ b_np,
+                   (Tensor.matmul, (a, b), 2 * n**3), ("numpy matmul", lambda: a_np @ b_np, 2 * n**3),
+                   rtol=1e-3, atol=1e-3 * math.sqrt(n))  # fmt: skip
+
+
+def bench_elementwise(n: int, timer: Timer) -> Result:
+    rng = np.random.default_rng(0)
+    a_np, b_np, c_np = (rng.standard_normal(n, dtype=np.float32) for _ in range(3))
+    a, b, c = (Tensor(x).realize() for x in (a_np, b_np, c_np))
+    out = np.empty_like(a_np)
+    return compare(f"elementwise (a*b+c).relu()*0.5, {_count(n)} floats", TARGETS["elementwise"], "GB/s", timer,
+                   np.maximum(a_np * b_np + c_np, 0) * 0.5,
+                   (lambda a, b, c: (a * b + c).relu() * 0.5, (a, b, c), 16 * n),
+                   ("numpy copyto", lambda: np.copyto(out, a_np), 8 * n))  # fmt: skip
+
+
+def bench_sum(n: int, timer: Timer) -> Result:
+    x_np = np.random.default_rng(0).random(n, dtype=np.float32)
+    x = Tensor(x_np).realize()
+    return compare(f"sum of {_count(n)} floats", TARGETS["sum"], "GB/s", timer, x_np.sum(dtype=np.float64),
+                   (Tensor.sum, (x,), 4 * n), ("numpy sum", lambda: x_np.sum(), 4 * n), rtol=1e-4)  # fmt: skip
+
+
+def softmax_np(x: np.ndarray) -> np.ndarray:
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    return np.divide(e, e.sum(axis=1, keepdims=True), out=e)
+
+
+def bench_softmax(shape: tuple[int, int], timer: Timer) -> Result:
+    x_np = np.random.default_rng(0).standard_normal(shape, dtype=np.float32)
+    x, nbytes = Tensor(x_np).realize(), 2 * 4 * x_np.size
+    return compare(f"softmax rows {shape[0]}x{shape[1]}", TARGETS["softmax"], "GB/s", timer, softmax_np(x_np),
+                   (Tensor.softmax, (x,), nbytes), ("numpy max/exp/sum/divide", lambda: softmax_np(x_np), nbytes),
+                   atol=1e-7, rtol=1e-4)  # fmt: skip
+
+
+def conv2d_np(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """3x3 convolution with padding 1 as im2col + one matmul: (N, C, H, W) * (Cout, C, kh, kw) -> (N, Cout, H, W)."""
+    (n, c, h, wd), (cout, _, kh, kw) = x.shape, w.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2)))
+    cols = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))  # (N, C, H, W, kh, kw)
+    cols = cols.transpose(0, 2, 3, 1, 4, 5).reshape(n * h * wd, c * kh * kw)
+    return (cols @ w.reshape(cout, -1).T).reshape(n, h, wd, cout).transpose(0, 3, 1, 2)
+
+
+def bench_conv2d(shapes: tuple[tuple[int, ...], tuple[int, ...]], timer: Timer) -> Result:
+    rng = np.random.default_rng(0)
+    x_np, w_np = rng.standard_normal(shapes[0], dtype=np.float32), rng.standard_normal(shapes[1], dtype=np.float32)
+    x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
+    (n, _, h, wd), (cout, c, kh, kw) = shapes
+    flops = 2 * n * cout * h * wd * c * kh * kw
+    return compare(f"conv2d {_shape(shapes[0])}*{_shape(shapes[1])} pad 1",
+                   TARGETS["conv2d"], "GFLOP/s", timer, conv2d_np(x_np, w_np),
+                   (lambda x, w: x.conv2d(w, padding=1), (x, w), flops),
+                   ("numpy im2col+matmul", lambda: conv2d_np(x_np, w_np), flops), rtol=1e-3, atol=1e-3)  # fmt: skip
+
+
+# ***** training workloads: specgrad with TinyJit vs PyTorch eager on one thread *****
+
+CHECK_STEPS = 4  # NOTE: steps 1-2 run for real (2 is captured by the jit), 3-4 replay; their losses are compared
+
+
+def make_batches(name: str, batch: int, sizes: Sizes, rng: np.random.Generator) -> list[tuple[np.ndarray, ...]]:
+    """CHECK_STEPS (input, label) batches for a model: random images, or random characters for the GPT."""
+    if name == "GPT":
+        tokens = rng.integers(0, 65, (CHECK_STEPS, batch, sizes.gpt[2] + 1)).astype(np.int32)
+        return [(t[:, :-1], t[:, 1:]) for t in tokens]
+    shape = (batch, 784) if name == "MLP" else (batch, 1, 28, 28)
+    return [(rng.standard_normal(shape, dtype=np.float32), rng.integers(0, 10, batch).astype(np.int32))
+            for _ in range(CHECK_STEPS)]  # fmt: skip
+
+
+def specgrad_step(model: Any) -> TinyJit:
+    """One Adam training step on a batch, captured by TinyJit; returns the realized loss."""
     opt = Adam(get_parameters(model), lr=1e-3)
 
     def step(x: Tensor, y: Tensor) -> Tensor:
         with Tensor.train():
-            loss = model(x).sparse_categorical_crossentropy(y)  # type: ignore[operator]
+            loss = model(x).sparse_categorical_crossentropy(y)
             opt.zero_grad()
             loss.backward()
             opt.step()
         return loss.realize()
 
-    run = TinyJit(step) if jit else step
-    rng = np.random.default_rng(0)
-    batches = [(Tensor(rng.standard_normal(w.batch_shape, dtype=np.float32)),
-                Tensor(rng.integers(0, 10, w.batch_shape[0]).astype(np.int32))) for _ in range(4)]  # fmt: skip
-    for x, y in batches[:3]:  # NOTE: warm-up: compile every kernel (and let the jit capture) before timing
-        run(x, y).item()
-    start = time.perf_counter()
-    for i in range(steps):
-        loss = run(*batches[i % len(batches)])
-    loss.item()
-    return steps / (time.perf_counter() - start)
+    return TinyJit(step)
 
 
-def torch_steps_per_s(w: Workload, steps: int) -> float | None:
+def torch_training(name: str, kwargs: dict[str, int], state: dict[str, np.ndarray], batches: list,
+                   timer: Timer) -> tuple[list[float], float] | None:  # fmt: skip
+    """PyTorch's losses on `batches` from the same weights, and its steps/s after them; None without torch."""
     try:
         import torch
     except ImportError:
         return None
     torch.set_num_threads(1)
-    torch.manual_seed(0)
-    if w.model is MLP:
-        model = torch.nn.Sequential(
-            torch.nn.Flatten(), torch.nn.Linear(784, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)
-        )
-    else:
-        model = torch.nn.Sequential(torch.nn.Conv2d(1, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-                                    torch.nn.Conv2d(8, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.MaxPool2d(2),
-                                    torch.nn.Flatten(), torch.nn.Linear(16 * 7 * 7, 10))  # fmt: skip
+    model = torch_model(name, **kwargs)
+    model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
-    x, y = torch.randn(*w.batch_shape), torch.randint(0, 10, (w.batch_shape[0],))
+    data = [(torch.from_numpy(x.copy()), torch.from_numpy(y.astype(np.int64))) for x, y in batches]
 
-    def step() -> None:
+    def step(x: torch.Tensor, y: torch.Tensor) -> float:
+        logits = model(x)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, -2), y.flatten())
         opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
+        loss.backward()
         opt.step()
+        return loss.item()
 
-    for _ in range(3):
-        step()
+    losses = [step(x, y) for x, y in data]
+    cycle = itertools.cycle(data)
+    return losses, 1 / timer.best(lambda: step(*next(cycle)))
+
+
+def bench_training(name: str, label: str, sizes: Sizes, timer: Timer) -> Result:
+    Tensor.manual_seed(0)
+    kwargs = dict(zip(("d", "heads", "context"), sizes.gpt)) if name == "GPT" else {}
+    model = MODELS[name](**kwargs)
+    batch = dict(zip(MODELS, sizes.batch))[name]
+    batches = make_batches(name, batch, sizes, np.random.default_rng(0))
+    state = {k: v.numpy() for k, v in get_state_dict(model).items()}
+    step, data = specgrad_step(model), [(Tensor(x).realize(), Tensor(y).realize()) for x, y in batches]
+    losses = [step(x, y).item() for x, y in data]  # NOTE: the warm-up: compiles every kernel, the jit captures
+    cycle = itertools.cycle(data)
+    value = 1 / timer.best(lambda: realized(step(*next(cycle))))
+    ref = torch_training(name, kwargs, state, batches, timer)
+    if ref is None:
+        assert all(math.isfinite(x) for x in losses), f"{name} training on {Device.DEFAULT}: losses {losses}"
+        return Result.of(f"train {label}, batch {batch}", "steps/s", value, target=TARGETS["train"])
+    np.testing.assert_allclose(losses, ref[0], rtol=2e-3, err_msg=f"{name} training losses on {Device.DEFAULT}")
+    return Result.of(f"train {label}, batch {batch}", "steps/s", value, "torch eager, 1 thread", ref[1],
+                     target=TARGETS["train"])  # fmt: skip
+
+
+# ***** process start to the first training step *****
+
+
+class BenchError(RuntimeError):
+    """A workload could not run (the start-up benchmark's process failed); the message has its error output."""
+
+
+def first_training_step(device: str, batch: int) -> None:
+    """What a fresh process does before its first MLP step finishes (`bench_start` runs it in a subprocess)."""
+    Device.DEFAULT = device
+    x, y = make_batches("MLP", batch, DEFAULT, np.random.default_rng(0))[0]
+    specgrad_step(MLP())(Tensor(x), Tensor(y)).item()
+
+
+def start_seconds(device: str, batch: int, cachedir: str) -> float:
+    """Wall-clock seconds of a new Python process that imports specgrad and finishes one MLP step, then exits."""
+    root = str(Path(__file__).resolve().parents[1])  # NOTE: so the child imports this same specgrad
+    path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
+    env = {**os.environ, "CACHEDIR": cachedir, "PYTHONPATH": path}
+    code = f"from specgrad.bench import first_training_step; first_training_step({device!r}, {batch})"
     start = time.perf_counter()
-    for _ in range(steps):
-        step()
-    return steps / (time.perf_counter() - start)
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise BenchError(f"the start-up benchmark's process failed on {device}:\n{proc.stderr[-2000:]}")
+    return time.perf_counter() - start
+
+
+def bench_start(sizes: Sizes) -> list[Result]:
+    batch = sizes.batch[0]
+    with tempfile.TemporaryDirectory(prefix="specgrad-bench-") as cachedir:
+        cold, warm = start_seconds(Device.DEFAULT, batch, cachedir), start_seconds(Device.DEFAULT, batch, cachedir)
+    name = f"start to first MLP step (batch {batch})"
+    return [Result.of(f"{name}, cold cache", "s", cold, target=TARGETS["start cold"]),
+            Result.of(f"{name}, warm cache", "s", warm, "cold cache", cold, ratio=cold / warm,
+                      target=TARGETS["start warm"])]  # fmt: skip
+
+
+# ***** the workload list and a run *****
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A named measurement: `run` gives its results (one, or two for start-up) using the timer."""
+
+    name: str
+    run: Callable[[Timer], list[Result]]
+
+
+def workloads(sizes: Sizes) -> list[Workload]:
+    """Every workload at these sizes, in the order they run; `--only` matches their names."""
+
+    def one(fn: Callable[..., Result], *args: Any) -> Callable[[Timer], list[Result]]:
+        return lambda timer: [fn(*args, timer)]
+
+    models = [("MLP", "MLP 784-256-10 Adam"), ("CNN", "CNN 2 convs+pools+linear Adam"),
+              ("GPT", "GPT 2 layers d{} h{} ctx{} Adam".format(*sizes.gpt))]  # fmt: skip
+    return [*[Workload(f"matmul N={n}", one(bench_matmul, n)) for n in sizes.matmul],
+            Workload("elementwise", one(bench_elementwise, sizes.elementwise)),
+            Workload("sum", one(bench_sum, sizes.reduce)),
+            Workload("softmax", one(bench_softmax, sizes.softmax)),
+            Workload("conv2d", one(bench_conv2d, sizes.conv)),
+            *[Workload(f"train {label}", one(bench_training, name, label, sizes)) for name, label in models],
+            Workload("start", lambda timer: bench_start(sizes))]  # fmt: skip
+
+
+@contextmanager
+def default_device(device: str | None) -> Iterator[str]:
+    """Make `device` the default for the block (raising DeviceUnavailable, with the reason, when it cannot run)."""
+    before = Device.DEFAULT
+    Device.DEFAULT = device or before
+    try:
+        yield Device.DEFAULT
+    finally:
+        Device.DEFAULT = before
+
+
+def select(sizes: Sizes, only: list[str] | None) -> list[Workload]:
+    """The workloads whose names contain one of `only` (all of them without it)."""
+    every = workloads(sizes)
+    ret = [w for w in every if not only or any(s.lower() in w.name.lower() for s in only)]
+    if not ret:
+        raise ValueError(f"no workload matches {', '.join(only or [])}; workloads: {', '.join(w.name for w in every)}")
+    return ret
+
+
+def run(chosen: list[Workload], timer: Timer, on_result: Callable[[Result], None] | None = None) -> list[Result]:
+    """Run workloads on Device.DEFAULT; `on_result` sees each result as it comes. Raises AssertionError when a
+    result disagrees with its reference, BenchError when the start-up process fails."""
+    ret = []
+    for w in chosen:
+        for result in w.run(timer):
+            ret.append(result)
+            if on_result is not None:
+                on_result(result)
+    return ret
+
+
+def environment(device: str) -> dict[str, Any]:
+    """What the figures depend on: device, threads, CPU model, library versions."""
+    cpu = platform.processor() or platform.machine()
+    if Path("/proc/cpuinfo").exists():
+        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                 if line.startswith("model name")]  # fmt: skip
+        cpu = names[0] if names else cpu
+    try:
+        import torch
+
+        torch_version: str | None = torch.__version__
+    except ImportError:
+        torch_version = None
+    description = Device[device].description.removeprefix(" (").removesuffix(")")
+    return {"device": Device.canonicalize(device), "device_description": description,
+            "threads": int(THREADS) or os.cpu_count(), "cpu": cpu, "cores": os.cpu_count(),
+            "python": platform.python_version(), "numpy": np.__version__, "torch": torch_version}  # fmt: skip
+
+
+def to_json(env: dict[str, Any], results: list[Result], timer: Timer, quick: bool) -> str:
+    timing = {"seconds": timer.seconds, "repeat": timer.repeat, "statistic": "best", "quick": quick}
+    return json.dumps({**env, **timing, "results": [asdict(r) for r in results]}, indent=2)
+
+
+# ***** text output *****
+
+COLUMNS = (("workload", 48), ("specgrad", 16), ("reference", 40), ("ratio", 8), ("target", 14))
+
+
+def _figure(value: float, unit: str) -> str:
+    return f"{value:.3g} {unit}" if value < 100 else f"{value:.0f} {unit}"
+
+
+def header() -> str:
+    return "  ".join(f"{name:<{width}}" for name, width in COLUMNS).rstrip()
+
+
+def row(r: Result) -> str:
+    ref = f"{_figure(r.reference_value, r.unit)} {r.reference}" if r.reference_value is not None else "-"
+    ratio = f"{r.ratio:.3g}x" if r.ratio is not None else "-"
+    target = "-" if r.target is None else f"<= {r.target:g} s" if r.unit == "s" else f">= {r.target:g}x"
+    target += "" if r.met is None else " met" if r.met else " missed"
+    cells = (r.name, _figure(r.specgrad, r.unit), ref, ratio, target)
+    return "  ".join(f"{cell:<{width}}" for cell, (_, width) in zip(cells, COLUMNS)).rstrip()
+
+
+def title(env: dict[str, Any], timer: Timer) -> str:
+    threads = f"{env['threads']} threads, " if env["device"] == "CLANG" else ""  # NOTE: THREADS is CLANG's
+    torch_text = f", torch {env['torch']}" if env["torch"] else ", torch not installed"
+    where = env["device_description"] or env["cpu"]
+    return (f"specgrad bench on {env['device']} ({threads}{where}), numpy {env['numpy']}{torch_text}; "
+            f"best of up to {timer.repeat} runs in {timer.seconds:g} s each")  # fmt: skip
+
+
+# ***** python -m specgrad.bench *****
 
 
 def validation_seconds(paths: list[Path]) -> list[tuple[str, float]]:
@@ -125,26 +543,56 @@ def validation_seconds(paths: list[Path]) -> list[tuple[str, float]]:
     return ret
 
 
-def main(argv: list[str] | None = None) -> None:
+Echo = Callable[..., None]  # (text, err=False), like typer.echo
+
+
+def report(device: str | None, only: list[str] | None, quick: bool, seconds: float | None, repeat: int,
+           as_json: bool, echo: Echo) -> int:  # fmt: skip
+    """Run the chosen workloads on `device` and echo a table, row by row, or one JSON document. Returns the exit
+    code: 0 whether or not targets are met, 1 a result disagrees with its reference, 2 `only` matches no workload,
+    3 the device cannot run here."""
+    timer = Timer(seconds if seconds is not None else 0.1 if quick else 1.0, repeat)
+    try:
+        chosen = select(QUICK if quick else DEFAULT, only)
+    except ValueError as e:
+        echo(f"error: {e}", err=True)
+        return 2
+    try:
+        with default_device(device) as name:
+            env = environment(name)
+            if not as_json:
+                echo(title(env, timer))
+                echo(header())
+            results = run(chosen, timer, None if as_json else lambda r: echo(row(r)))
+    except DeviceUnavailable as e:
+        echo(f"error: {e}", err=True)
+        return 3
+    except (AssertionError, BenchError) as e:
+        echo(f"error: {e}", err=True)
+        return 1
+    if as_json:
+        echo(to_json(env, results, timer, quick))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m specgrad.bench`: the same run as `specgrad bench`; returns the exit code."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=20, help="timed steps per measurement")
     parser.add_argument("--device", default=None, help="CLANG, GPU or CPU (default: the best available)")
+    parser.add_argument("--json", action="store_true", help="print one JSON document instead of a table")
+    parser.add_argument("--only", action="append", default=None, help="run the workloads whose name contains this")
+    parser.add_argument("--quick", action="store_true", help="small sizes: seconds instead of minutes")
+    parser.add_argument("--seconds", type=float, default=None, help="seconds of timed runs per side (default 1)")
+    parser.add_argument("--repeat", type=int, default=100, help="at most this many timed runs per side")
     parser.add_argument("--validate", type=Path, default=None, help="time validating every spec in this folder instead")
     args = parser.parse_args(argv)
-    if args.validate is not None:
-        for name, seconds in validation_seconds(sorted(args.validate.glob("*.yaml"))):
-            print(f"validate {name:28s} {seconds * 1e3:8.1f} ms")
-        return
-    if args.device:
-        Device.DEFAULT = args.device
-    print(f"training steps/s on {Device.DEFAULT} ({args.steps} timed steps after warm-up)")
-    print(f"{'workload':46s} {'no jit':>9s} {'TinyJit':>9s} {'jit gain':>9s} {'torch 1t':>9s} {'vs torch':>9s}")
-    for w in WORKLOADS:
-        eager, jit = specgrad_steps_per_s(w, args.steps, False), specgrad_steps_per_s(w, args.steps, True)
-        ref = torch_steps_per_s(w, args.steps)
-        torch_cols = f"{ref:9.1f} {jit / ref:8.2f}x" if ref else f"{'-':>9s} {'-':>9s}"
-        print(f"{w.name:46s} {eager:9.1f} {jit:9.1f} {jit / eager:8.2f}x {torch_cols}")
+    if args.validate is None:
+        echo = lambda text, err=False: print(text, file=sys.stderr if err else sys.stdout, flush=True)
+        return report(args.device, args.only, args.quick, args.seconds, args.repeat, args.json, echo)
+    for name, seconds in validation_seconds(sorted(args.validate.glob("*.yaml"))):
+        print(f"validate {name:28s} {seconds * 1e3:8.1f} ms")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

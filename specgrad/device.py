@@ -9,12 +9,14 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import os
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import copy_context
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,10 +24,13 @@ from specgrad.codegen.kernel import Kernel
 from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.codegen.uops import render_uops
 from specgrad.dtype import DType
-from specgrad.flags import CACHEDIR, CLANG, COMPILE_CACHE, CPU, DEBUG, DEVICE, GPU, LRU
-from specgrad.helpers import atomic_write
+from specgrad.flags import CACHEDIR, CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU
+from specgrad.helpers import atomic_write, dedup
 from specgrad.ops import LazyOp, Op, get_lazyop_info
 from specgrad.shape.symbolic import Variable, sint, sym_infer
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 # NOTE: one explicit table from device name to its module and factory; nothing scans for modules.
 DEVICE_TABLE: dict[str, tuple[str, str]] = {
@@ -299,15 +304,56 @@ class Compiler:
         self.cache = DiskCache(self.namespace)
 
     def compile_cached(self, src: str) -> bytes:
-        key = hashlib.sha256(f"{self.identity}\n{src}".encode()).hexdigest()
-        if COMPILE_CACHE and (lib := self.cache.get(key)) is not None:
-            GlobalCounters.cache_hits += 1
-            return lib
+        return self.compile_many([src])[0]
+
+    def compile_many(self, srcs: Iterable[str]) -> list[bytes]:
+        """The binary of each source, in order, counted and cached as compile_cached would. Sources missing from the
+        disk cache compile on up to COMPILE_JOBS threads (the compiler is a subprocess or releases the GIL), each as
+        soon as `srcs` yields it, so a generator can render the next meanwhile. A failure raises the first error."""
+        keys: list[str] = []
+        libs: dict[str, bytes] = {}
+        jobs: dict[str, Future[bytes]] = {}
+        pool: ThreadPoolExecutor | None = None
+        try:
+            for src in srcs:
+                keys.append(key := hashlib.sha256(f"{self.identity}\n{src}".encode()).hexdigest())
+                if key in libs or key in jobs:
+                    continue
+                if COMPILE_CACHE and (lib := self.cache.get(key)) is not None:
+                    libs[key] = lib
+                    continue
+                pool = pool or _compile_pool(self.namespace)
+                # NOTE: the job runs in a copy of the caller's context, so flags set with Context hold in its thread
+                jobs[key] = pool.submit(copy_context().run, self._build, key, src)
+            for key, job in jobs.items():
+                libs[key] = job.result()
+                GlobalCounters.compile_count += 1
+        finally:
+            for job in jobs.values():  # NOTE: after a failure, the jobs not yet started are dropped
+                job.cancel()
+            if pool is not None:
+                pool.shutdown()
+        if COMPILE_CACHE:  # NOTE: a source repeated in `srcs` counts as a hit, as it would compiled one by one
+            GlobalCounters.cache_hits += len(keys) - len(jobs)
+        return [libs[key] for key in keys]
+
+    def _build(self, key: str, src: str) -> bytes:
         lib = self.compile(src)
-        GlobalCounters.compile_count += 1
         if COMPILE_CACHE:
             self.cache.put(key, lib)
         return lib
+
+
+def _compile_pool(namespace: str) -> ThreadPoolExecutor:
+    # NOTE: imported here: concurrent.futures brings in logging (~7 ms of every start) and only compiling needs it
+    from concurrent.futures import ThreadPoolExecutor
+
+    return ThreadPoolExecutor(int(COMPILE_JOBS) or _cores(), thread_name_prefix=f"compile-{namespace}")
+
+
+def _cores() -> int:
+    """The cores this process may run on (a container or taskset may allow fewer than the machine has)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
 # *** running kernels ***
@@ -360,6 +406,9 @@ class Interpreted:
             print(f"{name} on {self.name}:\n{render_ast(ast)}")
         return Runner(name, ast, self.name, self._to_runner(ast, self.fxn_for_op))
 
+    def get_runners(self, asts: list[LazyOp]) -> list[Runner]:
+        return [self.get_runner(ast) for ast in asts]
+
     def synchronize(self) -> None:
         pass
 
@@ -375,6 +424,7 @@ class Compiled:
                  compiler: Compiler, runtime: Callable[[Program, bytes], RunFn]):  # fmt: skip
         self.name, self.allocator, self.opts = name, allocator, opts
         self.render, self.compiler, self.runtime = render, compiler, runtime
+        self.runners: dict[LazyOp, Runner] = {}
         self._names: dict[str, int] = {}
 
     def _display_name(self, name: str) -> str:
@@ -383,8 +433,30 @@ class Compiled:
         self._names[name] = n + 1
         return name if n == 0 else f"{name}n{n}"
 
-    @functools.cache  # noqa: B019 (devices live for the process)
+    @functools.cache  # noqa: B019 (devices live for the process; NOTE: callers read its cache_info)
     def get_runner(self, ast: LazyOp) -> Runner:
+        return self.get_runners([ast])[0]
+
+    def get_runners(self, asts: list[LazyOp]) -> list[Runner]:
+        """The runner of each ast; the kernels new to this process are lowered, then compiled together."""
+        new = [ast for ast in dedup(asts) if ast not in self.runners]
+        programs: list[tuple[Program, str]] = []
+
+        def sources() -> Iterator[str]:  # NOTE: a generator, so each kernel compiles while the next is lowered
+            for ast in new:
+                programs.append(self._lower(ast))
+                yield programs[-1][1]
+
+        if new:
+            libs = self.compiler.compile_many(sources())
+            for ast, (prg, src), lib in zip(new, programs, libs):
+                dims = prg.global_size if prg.global_size is not None else prg.output_shape
+                fxn = self.runtime(prg, lib)
+                self.runners[ast] = Runner(self._display_name(prg.name), ast, self.name, fxn, dims, src)
+        return [self.runners[ast] for ast in asts]
+
+    def _lower(self, ast: LazyOp) -> tuple[Program, str]:
+        """linearize and render one ast, refusing dtypes the device lacks."""
         if DEBUG >= 3:
             print(f"{Kernel.from_ast(ast).name()} on {self.name}:\n{render_ast(ast)}")
         prg = linearize(ast, self.opts)
@@ -396,9 +468,7 @@ class Compiled:
         src = self.render(prg)
         if DEBUG >= 4:
             print(src)
-        fxn = self.runtime(prg, self.compiler.compile_cached(src))
-        dims = prg.global_size if prg.global_size is not None else prg.output_shape
-        return Runner(self._display_name(prg.name), ast, self.name, fxn, dims, src)
+        return prg, src
 
     def synchronize(self) -> None:
         pass

@@ -122,9 +122,11 @@ SPEC_MEMORY_GB = flag(
 )
 COMPILE_CACHE = flag("COMPILE_CACHE", 1, "reuse compiled kernels from CACHEDIR across runs (0 compiles every kernel)")
 THREADS = flag(
-    "THREADS", 0, "threads a CLANG kernel's outer loop is split across (0: one per core); results do not depend on it",
+    "THREADS",
+    0,
+    "threads a CLANG kernel's outer loop is split across (0: one per core); results do not depend on it",
     doc_default="0 (one per core)",
 )
-OPT = flag("OPT", 1, "kernel optimisations: 1 picks register tiling, unrolling and vector types per kernel; 0 plain loops")
+OPT = flag("OPT", 1, "kernel opts: 1 picks vector lanes, register tiles and unrolling per kernel; 0 plain loops")
 COMPILE_JOBS = flag("COMPILE_JOBS", 0, "kernels compiled at once when a schedule needs several (0: one per core)",
                     doc_default="0 (one per core)")  # fmt: skip

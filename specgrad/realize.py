@@ -1,4 +1,5 @@
-"""Run a schedule: allocate each output (or reuse an assign's buffer), copy between devices, launch each kernel.
+"""Run a schedule: get every kernel's runner first (a device compiles the new ones together), then allocate each
+output (or reuse an assign's buffer), copy between devices and launch each kernel.
 
 Every step is an ExecItem; while TinyJit captures, they are recorded for replay. Imports device, ops, shape, lazy.
 """
@@ -10,7 +11,7 @@ from dataclasses import dataclass
 
 from specgrad.device import Buffer, Device
 from specgrad.lazy import LazyBuffer
-from specgrad.ops import BufferOps, LoadOps, ScheduleItem
+from specgrad.ops import BufferOps, LazyOp, LoadOps, ScheduleItem
 from specgrad.schedule import create_schedule
 from specgrad.shape.symbolic import Node, Variable
 
@@ -39,6 +40,7 @@ def _copy(bufs: list[Buffer], var_vals: dict[Variable, int]) -> None:
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
+    _prepare_runners(schedule)
     for si in schedule:
         missing = [x for x in si.inputs if x.realized is None]
         if missing:
@@ -51,7 +53,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
             _exec(ExecItem(_copy, [buf, inputs[0]], {}))
         elif si.ast.op is LoadOps.CUSTOM:
             _exec(ExecItem(lambda bufs, var_vals, fn=si.ast.arg: fn(*bufs), [buf, *inputs], {}))
-        elif si.ast.op is not LoadOps.EMPTY and _numel(out) > 0:
+        elif _is_kernel(si):
             runner = Device[out.device].get_runner(si.ast)
             if target is not None and not _in_place_is_safe(si, target):
                 tmp = Buffer(out.device, _numel(out), out.dtype)
@@ -60,6 +62,20 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
             else:
                 _exec(ExecItem(runner.exec, [buf, *inputs], si.var_vals))
         out.realized = buf
+
+
+def _is_kernel(si: ScheduleItem) -> bool:
+    return si.ast.op not in (LoadOps.FROM, LoadOps.CUSTOM, LoadOps.EMPTY) and _numel(si.out) > 0
+
+
+def _prepare_runners(schedule: list[ScheduleItem]) -> None:
+    """Get every kernel's runner before the first one runs, so a compiled device builds the new ones together."""
+    asts: dict[str, list[LazyOp]] = {}
+    for si in schedule:
+        if _is_kernel(si):
+            asts.setdefault(si.out.device, []).append(si.ast)
+    for device, device_asts in asts.items():
+        Device[device].get_runners(device_asts)
 
 
 def _in_place_is_safe(si: ScheduleItem, target: Buffer) -> bool:

@@ -1,21 +1,85 @@
-"""The training benchmark runs end to end (it prints figures; tests never assert on time)."""
+"""The benchmark's parts: timing, results, the numpy references and the torch twins (tests never assert on time)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import numpy as np
 import pytest
 
-from specgrad.bench import main
+from specgrad import Tensor
+from specgrad.bench import GPT, MODELS, QUICK, Result, Timer, conv2d_np, main, softmax_np, torch_model, workloads
+from specgrad.nn.state import get_state_dict
 
 
-def test_training_benchmark_prints_every_workload(capsys: pytest.CaptureFixture[str]) -> None:
-    main(["--steps", "1"])
-    out = capsys.readouterr().out
-    assert "MLP 784-256-10" in out and "CNN 2 convs" in out and "TinyJit" in out
+def test_timer_warm_up_is_the_callers_and_at_least_one_run_is_timed() -> None:
+    calls: list[int] = []
+    assert Timer(seconds=0, repeat=50).best(lambda: calls.append(1)) >= 0 and len(calls) == 1
+    calls.clear()
+    Timer(seconds=60, repeat=3).best(lambda: calls.append(1))
+    assert len(calls) == 3
+
+
+def test_ratio_is_specgrad_over_reference_and_targets_read_by_unit() -> None:
+    r = Result.of("x", "GB/s", 2.0, "numpy", 8.0, target=0.5)
+    assert r.ratio == 0.25 and r.met is False
+    assert Result.of("x", "GB/s", 4.0, "numpy", 8.0, target=0.5).met is True
+    assert Result.of("x", "GB/s", 4.0, "numpy", 8.0).met is None
+    assert (
+        Result.of("start", "s", 2.5, target=3.0).met is True and Result.of("start", "s", 3.5, target=3.0).met is False
+    )
+    assert Result.of("start", "s", 1.0, "cold", 4.0, ratio=4.0).ratio == 4.0
+
+
+def test_im2col_conv_matches_a_direct_loop() -> None:
+    rng = np.random.default_rng(0)
+    x, w = rng.standard_normal((2, 3, 5, 6)), rng.standard_normal((4, 3, 3, 3))
+    padded = np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1)))
+    want = np.zeros((2, 4, 5, 6))
+    for i in range(5):
+        for j in range(6):
+            want[:, :, i, j] = np.einsum("nchw,ochw->no", padded[:, :, i : i + 3, j : j + 3], w)
+    np.testing.assert_allclose(conv2d_np(x, w), want, rtol=1e-10)
+
+
+def test_numpy_softmax_rows_sum_to_one() -> None:
+    x = np.random.default_rng(0).standard_normal((3, 7)).astype(np.float32) * 30
+    out = softmax_np(x.copy())
+    np.testing.assert_allclose(out.sum(1), 1, rtol=1e-6)
+    assert out.argmax(1).tolist() == x.argmax(1).tolist()
+
+
+def test_every_workload_has_a_distinct_name() -> None:
+    names = [w.name for w in workloads(QUICK)]
+    assert len(names) == len(set(names)) and names[-1] == "start"
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_torch_twins_have_the_same_parameters(name: str) -> None:
+    pytest.importorskip("torch")
+    kwargs = {"d": 32, "heads": 4, "context": 16} if name == "GPT" else {}
+    ours = {k: tuple(v.shape) for k, v in get_state_dict(MODELS[name](**kwargs)).items()}
+    theirs = {k: tuple(v.shape) for k, v in torch_model(name, **kwargs).state_dict().items()}
+    assert ours == theirs
+
+
+def test_gpt_gives_logits_per_position() -> None:
+    model = GPT(vocab=65, d=16, heads=2, context=8, layers=1)
+    assert model(Tensor(np.zeros((3, 8), dtype=np.int32))).shape == (3, 8, 65)
+
+
+def test_module_entry_point_prints_the_table(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--quick", "--device", "CPU", "--only", "sum", "--seconds", "0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].startswith("specgrad bench on CPU") and out[2].startswith("sum of 64K floats")
+
+
+def test_module_entry_point_reports_an_unknown_device(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--device", "NOPE", "--only", "sum"]) == 3
+    assert "unknown device 'NOPE'" in capsys.readouterr().err
 
 
 def test_validation_benchmark_prints_each_spec(capsys: pytest.CaptureFixture[str]) -> None:
-    from pathlib import Path
-
     main(["--validate", str(Path(__file__).resolve().parents[2] / "specs")])
     out = capsys.readouterr().out
     assert "validate digits_mlp.yaml" in out and " ms" in out
