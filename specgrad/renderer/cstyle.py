@@ -83,7 +83,9 @@ class CDialect:
 
     def broadcast(self, dtype: DType, width: int, x: str) -> str:
         vt = self.vector_type(dtype, width)
-        return f"(({vt})({x}))" if self.native_vectors else f"(({vt}){{}}+({x}))"
+        # NOTE: an initializer of copies, not {}+x: adding +0.0 is not a no-op (-0.0 + 0.0 is +0.0), so it would cost
+        # an add before every broadcast
+        return f"(({vt})({x}))" if self.native_vectors else f"(({vt}){{{','.join([x] * width)}}})"
 
     def vectorize(self, dtype: DType, width: int, xs: list[str]) -> str:
         vt = self.vector_type(dtype, width)
