@@ -139,7 +139,7 @@ KEYWORDS = {"void", "const", "restrict", "for", "int", "float", "double", "half"
 MATH = {"fma", "exp2", "log2", "sin", "sqrt", "fmod", "fabs", "rintf", "exp2f", "log2f", "sinf", "sqrtf", "fmodf"}
 # NOTE: preprocessor tests for instruction sets and their intrinsics (_mm512_sqrt_ps, __m512) are fixed text too
 GENERATED = re.compile(
-    r"(data|var|val|alu|acc|vec|gidx|ridx)\d+|[Er](_(\d+|n))+(_args|_body)?|sg_\w+|[a-z]|_mm\d*_\w+|__m\d+d?"
+    r"(data|var|val|alu|acc|vec|gidx|ridx|lo|hi)\d+|[Er](_(\d+|n))+(_args|_body)?|sg_\w+|[a-z]|_mm\d*_\w+|__m\d+d?"
     r"|__(SSE|SSE2|AVX|AVX512F|FMA|aarch64)__|defined|endif|define|immintrin|__builtin_fmaf?"
 )
 

@@ -166,6 +166,8 @@ def c_vector_helpers(dtype: DType, width: int, maths: set[str]) -> list[str]:
             fast = f"return ({vt})_mm{bits}_sqrt_{kind}(({reg})x);"
             chunks.append(f"static inline {vt} {vt}_sqrt({vt} x) {{\n#if defined({guard})\n  {fast}\n#else\n"
                           f"  {fallback}\n#endif\n}}")  # fmt: skip
+        elif fn == "hadd":
+            chunks.append(_hadd(vt, name, width))
         elif fn == "fma":
             body = "  return a * b + c;"
             if x86 is not None:
@@ -179,6 +181,23 @@ def c_vector_helpers(dtype: DType, width: int, maths: set[str]) -> list[str]:
             chunks.append(f"static inline {vt} {vt}_{fn}({vt} x) {{ for (int i = 0; i < {width}; i++) "
                           f"x[i] = {fn}{suffix}(x[i]); return x; }}")  # fmt: skip
     return chunks
+
+
+def _hadd(vt: str, name: str, width: int) -> str:
+    """The sum of a vector's lanes as a tree of half-width adds (a few instructions, where lane by lane takes one
+    extract and one add per lane); the order is fixed, so the result is too."""
+    lines = [f"static inline {name} {vt}_hadd({vt} v) {{"]
+    src, n = "v", width
+    while n > 2:
+        n //= 2
+        half = f"sg_{name}_h{n}"
+        lines += [f"  typedef {name} {half} __attribute__((vector_size({n} * sizeof({name}))));",
+                  f"  {half} lo{n}, hi{n};",
+                  f"  __builtin_memcpy(&lo{n}, &{src}, sizeof(lo{n}));",
+                  f"  __builtin_memcpy(&hi{n}, (const char*)&{src} + sizeof(lo{n}), sizeof(hi{n}));",
+                  f"  lo{n} = lo{n} + hi{n};"]  # fmt: skip
+        src = f"lo{n}"
+    return "\n".join([*lines, f"  return {src}[0] + {src}[1];", "}"])
 
 
 # x86 vector registers per (dtype, lanes): (the macro that says the instructions exist, the register width in the
@@ -440,6 +459,9 @@ class _Renderer:
     def horizontal(self, u: UOp) -> str:
         (vec,) = u.vin
         lanes = [self.d.lane(self.names[id(vec)], i) for i in range(vec.width)]
+        if u.arg is BinaryOps.ADD and not self.d.native_vectors:
+            self.vector_maths[(vec.dtype, vec.width)].add("hadd")  # type: ignore[index]
+            return f"{self.type_of(vec)}_hadd({self.names[id(vec)]})"
         if u.arg is BinaryOps.ADD:
             return "(" + "+".join(lanes) + ")"
         # NOTE: one statement per step: nesting max expressions would repeat each operand, exponentially

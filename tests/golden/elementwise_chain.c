@@ -13,6 +13,6 @@ void E_16(float* restrict data0, const float* restrict data1, const float* restr
   sg_float16 alu0 = (val0*val1);
   sg_float16 val2 = sg_float16_load(data3+0);
   sg_float16 alu1 = (alu0+val2);
-  sg_float16 alu2 = sg_float16_max(alu1,((sg_float16){}+(0x0p+0f)));
+  sg_float16 alu2 = sg_float16_max(alu1,((sg_float16){0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f,0x0p+0f}));
   sg_float16_store(data0+0, alu2);
 }

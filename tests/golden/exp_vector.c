@@ -37,11 +37,11 @@ static inline sg_float16 sg_float16_sqrt(sg_float16 x) {
 void E_64(float* restrict data0, const float* restrict data1, const float* restrict data2) {
   for (int gidx0 = 0; gidx0 < 4; gidx0++) {
     sg_float16 val0 = sg_float16_load(data1+(gidx0*16));
-    sg_float16 alu0 = (val0*((sg_float16){}+(0x1.99999ap-4f)));
-    sg_float16 alu1 = (alu0*((sg_float16){}+(0x1.715476p+0f)));
+    sg_float16 alu0 = (val0*((sg_float16){0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f,0x1.99999ap-4f}));
+    sg_float16 alu1 = (alu0*((sg_float16){0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f,0x1.715476p+0f}));
     sg_float16 alu2 = sg_float16_exp2(alu1);
     sg_float16 val1 = sg_float16_load(data2+(gidx0*16));
-    sg_float16 alu3 = (val1+((sg_float16){}+(0x1p+0f)));
+    sg_float16 alu3 = (val1+((sg_float16){0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f,0x1p+0f}));
     sg_float16 alu4 = sg_float16_sqrt(alu3);
     sg_float16 alu5 = (alu2/alu4);
     sg_float16_store(data0+(gidx0*16), alu5);
