@@ -464,7 +464,7 @@ class Compiled:
             if u.dtype is not None:
                 check_dtype(self, u.dtype)
         if DEBUG >= 3:
-            print(render_uops(list(prg.uops)))
+            print(f"opts: {list(prg.opts) or 'none'}\n{render_uops(list(prg.uops))}")
         src = self.render(prg)
         if DEBUG >= 4:
             print(src)
