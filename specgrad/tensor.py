@@ -25,6 +25,17 @@ from specgrad.shape.symbolic import sint, sym_infer
 Scalar = int | float | bool
 
 
+# NOTE: large matmuls pack w into panels of PACK_PANEL columns first (Tensor._dot_packed); the copy is one pass over w,
+# repaid when x has many rows
+PACK_PANEL, PACK_MIN = 32, 512
+
+
+def _worth_packing(x: Tensor, w: Tensor) -> bool:
+    rows, (k, n) = prod(x.shape[:-1]), w.shape
+    sizes = (rows, k, n)
+    return all(isinstance(s, int) and s >= PACK_MIN for s in sizes) and n % PACK_PANEL == 0  # type: ignore[operator]
+
+
 class Tensor:
     """An n-dimensional array on a device, computed lazily; `backward()` fills `.grad`."""
 
@@ -1083,9 +1094,21 @@ class Tensor:
             raise ValueError(
                 f"matmul batch shapes {self.shape[:-2]} and {w.shape[:-2]} do not broadcast: {self.shape} @ {w.shape}"
             ) from None
+        if n1 >= 1 and n2 == 2 and _worth_packing(self, w):
+            return self._dot_packed(w)
         x = self.reshape(*self.shape[:-1], *[1] * min(n1 - 1, n2 - 1, 1), self.shape[-1])
         w = w.reshape(*w.shape[:-2], *[1] * min(n1 - 1, n2 - 1, 1), *w.shape[-min(n2, 2) :]).transpose(-1, -min(n2, 2))
         return (x * w).sum(-1)
+
+    def _dot_packed(self, w: Tensor) -> Tensor:
+        """self @ w with w first copied into column panels (N/P, K, P), each one contiguous block, as BLAS packs its
+        operands: the kernel then reads one panel for many rows of self while it stays in cache (a row-major w read
+        by columns touches one cache set per row when N is a power of two, and evicts itself)."""
+        (k, n), p = w.shape, PACK_PANEL
+        panels = w.reshape(k, n // p, p).permute(1, 0, 2).contiguous()  # (N/P, K, P)
+        x = self.reshape(*self.shape[:-1], 1, k, 1)
+        out = (x * panels).sum(-2)  # (..., N/P, P)
+        return out.reshape(*self.shape[:-1], n)
 
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """self @ weight + bias, with weight of shape (in, out) as in tinygrad (a 1-d weight scales)."""

@@ -19,13 +19,17 @@ from specgrad.schedule import create_schedule
 
 def random_opts(k: Kernel, rng: np.random.Generator) -> list[Opt]:
     """Up to four opts that are legal for `k`: a split must divide its axis; VECTOR takes 2, 4, 8 or 16 lanes of a
-    kernel whose ops and dtypes have a vector form, once."""
+    kernel whose ops and dtypes have a vector form, once; INNER moves any output loop innermost."""
     opts: list[Opt] = []
     for _ in range(int(rng.integers(0, 5))):
         axes = [a for a in range(k.first_expanded) if isinstance(k.full_shape[a], int) and k.full_shape[a] > 1]
         if not axes:
             break
         axis = int(rng.choice(axes))
+        if axis < k.first_reduce and rng.integers(5) == 0:
+            opts.append(Opt("INNER", axis, 0))
+            k = k.apply(opts[-1])
+            continue
         size = k.full_shape[axis]
         vector = k.vector_axis is None and rng.integers(2) == 1
         amounts = [a for a in ((2, 4, 8, 16) if vector else (2, 3, 4, 8)) if size % a == 0]  # type: ignore[operator]
@@ -116,3 +120,28 @@ def test_vector_opt_refused_where_there_is_no_vector_form() -> None:
 def test_bad_split_is_refused() -> None:
     with pytest.raises(ValueError, match="cannot apply"):
         kernel_of(Tensor.rand(10, device="CPU").realize() + 1).apply(Opt("UPCAST", 0, 4))
+
+
+def test_large_matmul_packs_w_and_runs_the_panel_loop_outside() -> None:
+    a, b = Tensor.rand(512, 512, device="CPU").realize(), Tensor.rand(512, 512, device="CPU").realize()
+    asts = [si.ast for si in create_schedule([(a @ b).lazydata]) if si.ast.op is BufferOps.STORE]
+    assert len(asts) == 2, "one kernel copies b into panels, one multiplies"
+    opts = choose_opts(Kernel.from_ast(asts[-1]), C_TARGET)
+    assert Opt("VECTOR", 2, 16) in opts and any(o.op == "INNER" for o in opts), opts
+
+
+@pytest.mark.parametrize("shape", [(512, 512, 544), (2, 256, 512, 512)], ids=["2d", "batched"])
+def test_packed_matmul_forward_and_backward_match_numpy(device: str, shape: tuple[int, ...]) -> None:
+    rng = np.random.default_rng(0)
+    # shape: (*batch, rows, k, n); x is (*batch, rows, k), w is (k, n)
+    x_np = rng.standard_normal(shape[:-1]).astype(np.float32)
+    w_np = rng.standard_normal(shape[-2:]).astype(np.float32)
+    x, w = Tensor(x_np, device=device, requires_grad=True), Tensor(w_np, device=device, requires_grad=True)
+    out = x @ w
+    out.sum().backward()
+    k = shape[-2]
+    np.testing.assert_allclose(out.numpy(), x_np @ w_np, rtol=1e-4, atol=1e-4 * np.sqrt(k))
+    ones = np.ones(out.shape, np.float32)
+    np.testing.assert_allclose(x.grad.numpy(), ones @ w_np.T, rtol=1e-4, atol=1e-4 * np.sqrt(shape[-1]))
+    want_w = x_np.reshape(-1, k).T @ ones.reshape(-1, shape[-1])
+    np.testing.assert_allclose(w.grad.numpy(), want_w, rtol=1e-4, atol=1e-3 * np.sqrt(x_np.size // k))

@@ -75,6 +75,8 @@ class Kernel:
     def apply(self, opt: Opt) -> Kernel:
         """Split loop axis opt.axis by opt.amount and move the inner part to the end as an expanded axis."""
         axis, amount = opt.axis, opt.amount
+        if opt.op == "INNER":
+            return self._innermost(axis)
         size = self.full_shape[axis] if axis < self.first_expanded else None
         if not isinstance(size, int) or amount < 2 or size % amount:
             raise ValueError(f"cannot apply {opt} to a kernel of shape {self.full_shape}")
@@ -95,10 +97,21 @@ class Kernel:
             vector_axis=len(split) - 1 if opt.op == "VECTOR" else self.vector_axis,
         )
 
+    def _innermost(self, axis: int) -> Kernel:
+        """Make output loop `axis` the innermost output loop (loop order, for cache reuse)."""
+        if not 0 <= axis < self.first_reduce:
+            raise ValueError(f"INNER({axis}) needs an output loop axis; this kernel has {self.first_reduce}")
+        order = [i for i in range(len(self.full_shape)) if i != axis]
+        order.insert(self.first_reduce - 1, axis)
+        vector = order.index(self.vector_axis) if self.vector_axis is not None else None
+        return replace(self, sts=tuple(st.permute(tuple(order)) for st in self.sts),
+                       full_shape=tuple(self.full_shape[i] for i in order), vector_axis=vector)  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Opt:
-    """UPCAST/UNROLL: unroll `amount` elements of loop axis `axis`; VECTOR: make them the lanes of a vector type."""
+    """UPCAST/UNROLL: unroll `amount` elements of loop axis `axis`; VECTOR: make them the lanes of a vector type;
+    INNER: make output loop `axis` the innermost output loop (amount unused)."""
 
     op: str
     axis: int

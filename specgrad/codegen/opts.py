@@ -5,7 +5,9 @@ kernel. The rules, in order:
    or 0 (a broadcast), else on a reduce axis the loads walk that way (the lanes then add up after the loop).
 2. UPCAST (reduce kernels): register tiling. An output axis along which some load does not move (stride 0) is
    unrolled, so that load is read once for several outputs, up to MAX_ACCUMULATORS accumulators.
-3. UNROLL: a short last reduce loop (a 3x3 window) is unrolled whole, a long one by 4.
+3. INNER: where the vector loads read a packed panel (Tensor._dot_packed), the output loop along which they do not
+   move runs innermost, so the panel stays in cache from one iteration to the next.
+4. UNROLL: a short last reduce loop (a 3x3 window) is unrolled whole, a long one by 4.
 
 Imports dtype, ops and codegen.kernel.
 """
@@ -26,6 +28,7 @@ VECTOR_OPS = {BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, Binary
               UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SQRT, UnaryOps.SIN, UnaryOps.RECIP}  # fmt: skip
 MAX_ACCUMULATORS = 8  # vector (or scalar) accumulators one tiled reduce keeps in registers
 MAX_FULL_UNROLL = 8  # a last reduce loop this short is unrolled whole
+PANEL_STRIDE = 64  # elements between reduce steps of a vector load that reads a packed panel
 
 
 def choose_opts(k: Kernel, opts: LinearizerOptions) -> list[Opt]:
@@ -47,6 +50,8 @@ def choose_opts(k: Kernel, opts: LinearizerOptions) -> list[Opt]:
             apply(Opt("UPCAST", *pick))
             accumulators *= pick[1]
             upcast.add(pick[0])
+        if (inner := _panel_axis(k)) is not None:
+            apply(Opt("INNER", inner, 0))
         if k.reduce_shape:
             last = k.first_expanded - 1
             size = k.full_shape[last]
@@ -107,3 +112,17 @@ def _upcast_axis(k: Kernel, budget: int, done: set[int]) -> tuple[int, int] | No
         if saved and (best is None or score > best[:2]):
             best = (*score, axis, amount)
     return (best[2], best[3]) if best else None
+
+
+def _panel_axis(k: Kernel) -> int | None:
+    """The output loop to run innermost when the vector loads read a packed panel (consecutive reduce steps are
+    close in memory): the one along which they do not move, so the panel stays in cache across its iterations."""
+    if k.vector_axis is None or not k.reduce_shape:
+        return None
+    strides = [k.strides(i) for i in range(len(k.sts))]
+    wide = [i for i in _loads(k) if strides[i][k.vector_axis] == 1]
+    reduce_steps = [strides[i][k.first_expanded - 1] for i in wide]
+    if not wide or not all(isinstance(s, int) and 0 < s <= PANEL_STRIDE for s in reduce_steps):
+        return None
+    axes = [a for a in range(k.first_reduce) if k.full_shape[a] != 1 and all(strides[i][a] == 0 for i in wide)]
+    return axes[-1] if axes and axes[-1] != k.first_reduce - 1 else None
