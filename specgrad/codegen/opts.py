@@ -4,7 +4,7 @@ kernel. The rules, in order:
 1. VECTOR: the lanes of a vector type go on the last output axis that the output and every load walk with stride 1
    or 0 (a broadcast), else on a reduce axis the loads walk that way (the lanes then add up after the loop).
 2. UPCAST (reduce kernels): register tiling. An output axis along which some load does not move (stride 0) is
-   unrolled, so that load is read once for several outputs, up to MAX_ACCUMULATORS accumulators.
+   unrolled, so that load is read once for several outputs, up to MAX_ACCUMULATORS accumulators (by register count).
 3. INNER: where the vector loads read a packed panel (Tensor._dot_packed), the output loop along which they do not
    move runs innermost, so the panel stays in cache from one iteration to the next.
 4. UNROLL: a short last reduce loop (a 3x3 window) is unrolled whole, a long one by 4.
@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 # NOTE: every renderer can apply these to vectors lane by lane; a kernel using any other op stays scalar
 VECTOR_OPS = {BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, BinaryOps.MAX, UnaryOps.NEG,
               UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SQRT, UnaryOps.SIN, UnaryOps.RECIP}  # fmt: skip
-MAX_ACCUMULATORS = 8  # vector (or scalar) accumulators one tiled reduce keeps in registers
+# NOTE: a register tile keeps at most half the vector registers as accumulators: AVX-512 has 32, AVX2 and SSE 16
+MAX_ACCUMULATORS = {64: 16}
 MAX_FULL_UNROLL = 8  # a last reduce loop this short is unrolled whole
 PANEL_STRIDE = 64  # elements between reduce steps of a vector load that reads a packed panel
 
@@ -46,7 +47,8 @@ def choose_opts(k: Kernel, opts: LinearizerOptions) -> list[Opt]:
         apply(Opt("VECTOR", axis, width))
     if k.reduceop is not None:
         accumulators, upcast = 1, set()
-        while (pick := _upcast_axis(k, MAX_ACCUMULATORS // accumulators, upcast)) is not None:
+        budget = MAX_ACCUMULATORS.get(opts.vector_bytes, 8)
+        while (pick := _upcast_axis(k, budget // accumulators, upcast)) is not None:
             apply(Opt("UPCAST", *pick))
             accumulators *= pick[1]
             upcast.add(pick[0])
