@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 # NOTE: every renderer can apply these to vectors lane by lane; a kernel using any other op stays scalar
 VECTOR_OPS = {BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, BinaryOps.MAX, UnaryOps.NEG,
               UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SQRT, UnaryOps.SIN, UnaryOps.RECIP}  # fmt: skip
-# NOTE: a register tile keeps at most half the vector registers as accumulators: AVX-512 has 32, AVX2 and SSE 16
+# NOTE: a register tile keeps at most half the vector registers as accumulators: AVX-512 (64-byte vectors) has 32,
+# AVX2 and SSE 16
 MAX_ACCUMULATORS = {64: 16}
 MAX_FULL_UNROLL = 8  # a last reduce loop this short is unrolled whole
 PANEL_STRIDE = 64  # elements between reduce steps of a vector load that reads a packed panel

@@ -111,7 +111,9 @@ def GPUDevice() -> Compiled:
     compiler = Compiler("opencl", identity, functools.partial(compile_cl, ctx))
     if DEBUG >= 1:
         print(f"GPU device: OpenCL on {ctx.name}")
-    opts = LinearizerOptions(global_dims=3, optimize=bool(OPT), vector_bytes=16)  # NOTE: float4 exists everywhere
+    # NOTE: float4 at least (memory transactions); wider where the device says its vectors are (a CPU under PoCL)
+    width = min(max(int(dev.preferred_vector_width_float), 4), 16)
+    opts = LinearizerOptions(global_dims=3, optimize=bool(OPT), vector_bytes=4 * width)
     ret = Compiled("GPU", CLAllocator(ctx), opts, lambda prg: render(prg, OPENCL_DIALECT),
                    compiler, functools.partial(CLProgram, ctx))  # fmt: skip
     ret.supported_dtypes, ret.description = ctx.supported_dtypes(), f" (OpenCL on {ctx.name})"
