@@ -71,6 +71,7 @@ def compile_c(path: str, src: str) -> bytes:
 # Workers spin briefly before sleeping, since kernels come in quick succession.
 POOL_SRC = r"""
 #include <pthread.h>
+#include <sched.h>
 #include <unistd.h>
 typedef void (*sg_body_fn)(void*, int, int);
 #define SG_MAX_THREADS 64
@@ -79,6 +80,8 @@ typedef void (*sg_body_fn)(void*, int, int);
 #else
 #define SG_PAUSE() ((void)0)
 #endif
+/* NOTE: a spinning thread yields now and then, in case the thread it waits for shares its core */
+#define SG_SPIN(i) do { if (((i) & 63) == 63) sched_yield(); else SG_PAUSE(); } while (0)
 static int sg_threads = 1, sg_started = 0;
 static pid_t sg_pid;
 static pthread_mutex_t sg_mu = PTHREAD_MUTEX_INITIALIZER, sg_caller = PTHREAD_MUTEX_INITIALIZER;
@@ -97,7 +100,7 @@ static void* sg_worker(void* arg) {
   int t = (int)(long)arg;
   unsigned long seen = 0;
   for (;;) {
-    for (int spin = 0; spin < 20000 && __atomic_load_n(&sg_gen, __ATOMIC_ACQUIRE) == seen; spin++) SG_PAUSE();
+    for (int spin = 0; spin < 20000 && __atomic_load_n(&sg_gen, __ATOMIC_ACQUIRE) == seen; spin++) SG_SPIN(spin);
     pthread_mutex_lock(&sg_mu);
     while (sg_gen == seen) pthread_cond_wait(&sg_go, &sg_mu);
     seen = sg_gen;
@@ -135,7 +138,7 @@ void sg_parallel_for(sg_body_fn fn, void* ctx, int n) {
   pthread_cond_broadcast(&sg_go);
   pthread_mutex_unlock(&sg_mu);
   sg_part(0);
-  for (int spin = 0; spin < 20000 && __atomic_load_n(&sg_pending, __ATOMIC_ACQUIRE) != 0; spin++) SG_PAUSE();
+  for (int spin = 0; spin < 20000 && __atomic_load_n(&sg_pending, __ATOMIC_ACQUIRE) != 0; spin++) SG_SPIN(spin);
   pthread_mutex_lock(&sg_mu);
   while (__atomic_load_n(&sg_pending, __ATOMIC_ACQUIRE) != 0) pthread_cond_wait(&sg_done, &sg_mu);
   pthread_mutex_unlock(&sg_mu);
