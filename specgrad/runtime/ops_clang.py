@@ -163,8 +163,8 @@ def thread_count() -> int:
 class ThreadPool:
     """The pool's library, started once per process with the THREADS flag's count."""
 
-    def __init__(self, compiler: Compiler):
-        self.dll = load_library(compiler.compile_cached(POOL_SRC))
+    def __init__(self, lib: bytes):
+        self.dll = load_library(lib)
         self.threads = self.dll.sg_pool_start(ctypes.c_int(thread_count()))
         self.parallel_for = ctypes.cast(self.dll.sg_parallel_for, ctypes.c_void_p).value
 
@@ -192,10 +192,10 @@ def ClangDevice() -> Compiled:
     compiler = Compiler("clang", f"{path} {version} {' '.join(CFLAGS)} {cpu_identity()}",
                         functools.partial(compile_c, path))  # fmt: skip
     try:
-        compiler.compile_cached("void sg_probe(void) {}\n")
+        pool_lib = compiler.compile_cached(POOL_SRC)  # NOTE: also the probe that the compiler builds shared objects
     except RuntimeError as e:
         raise DeviceUnavailable(f"the C compiler {path} cannot build shared objects ({e}): {INSTALL_HINT}") from None
-    pool = ThreadPool(compiler) if thread_count() > 1 else None
+    pool = ThreadPool(pool_lib) if thread_count() > 1 else None
     if DEBUG >= 1:
         print(f"CLANG device: compiling with {version} ({path}), {pool.threads if pool else 1} thread(s)")
     opts = LinearizerOptions(optimize=bool(OPT), vector_bytes=vector_bytes(), threads=pool is not None)
