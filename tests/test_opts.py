@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from test_fuzz_graphs import _step
 
-from specgrad import Tensor
+from specgrad import Tensor, dtypes
 from specgrad.codegen.kernel import Kernel, Opt
 from specgrad.codegen.linearizer import LinearizerOptions, linearize
 from specgrad.codegen.opts import choose_opts, vector_width
@@ -105,9 +105,21 @@ def test_row_sum_vectorizes_its_reduce() -> None:
     assert choose_opts(kernel_of(x.sum(axis=1)), C_TARGET)[0] == Opt("VECTOR", 1, 16)
 
 
-def test_kernels_with_comparisons_stay_scalar() -> None:
+def test_where_with_a_comparison_vectorizes_but_bool_outputs_and_logic_stay_scalar() -> None:
     x = Tensor.rand(64, device="CPU").realize()
-    assert all(o.op != "VECTOR" for o in choose_opts(kernel_of((x < 0.5).where(x, 0.0)), C_TARGET))
+    assert Opt("VECTOR", 0, 16) in choose_opts(kernel_of((x < 0.5).where(x, 0.0)), C_TARGET)
+    for scalar in [(x < 0.5), (x < 0.5).cast(dtypes.float32), ((x < 0.2) | (x > 0.8)).where(x, 1.0)]:
+        assert all(o.op != "VECTOR" for o in choose_opts(kernel_of(scalar), C_TARGET)), scalar
+
+
+def test_masked_where_matches_numpy(device: str) -> None:
+    rng = np.random.default_rng(0)
+    x_np, m_np = rng.standard_normal((8, 64)).astype(np.float32), rng.random((8, 64)) < 0.5
+    x, m = Tensor(x_np, device=device), Tensor(m_np, device=device)
+    np.testing.assert_array_equal(m.where(x * 2, -np.inf).numpy(), np.where(m_np, x_np * 2, -np.inf))
+    np.testing.assert_array_equal((x < 0.1).where(x, x * 3).numpy(), np.where(x_np < 0.1, x_np, x_np * 3))
+    np.testing.assert_array_equal(m[:, :1].where(x, 0.5).numpy(), np.where(m_np[:, :1], x_np, np.float32(0.5)))
+    np.testing.assert_array_equal(m.T.contiguous().T.where(x, 0.5).numpy(), np.where(m_np, x_np, np.float32(0.5)))
 
 
 def test_vector_opt_refused_where_there_is_no_vector_form() -> None:

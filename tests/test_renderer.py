@@ -140,7 +140,8 @@ MATH = {"fma", "exp2", "log2", "sin", "sqrt", "fmod", "fabs", "rintf", "exp2f", 
 # NOTE: preprocessor tests for instruction sets and their intrinsics (_mm512_sqrt_ps, __m512) are fixed text too
 GENERATED = re.compile(
     r"(data|var|val|alu|acc|vec|gidx|ridx|lo|hi)\d+|[Er](_(\d+|n))+(_args|_body)?|sg_\w+|[a-z]|_mm\d*_\w+|__m\d+d?"
-    r"|__(SSE|SSE2|AVX|AVX512F|FMA|aarch64)__|defined|endif|define|immintrin|__builtin_fmaf?"
+    r"|__(SSE|SSE2|AVX|AVX512F|FMA|aarch64)__|defined|endif|define|immintrin|__builtin_fmaf?|__builtin_convertvector"
+    r"|convert_(int|long)\d+|int\d+|long\d+|float\d+"
 )
 
 

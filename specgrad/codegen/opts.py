@@ -18,14 +18,15 @@ from typing import TYPE_CHECKING
 
 from specgrad.codegen.kernel import Kernel, Opt
 from specgrad.dtype import dtypes
-from specgrad.ops import BinaryOps, BufferOps, ReduceOps, UnaryOps
+from specgrad.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
 
 if TYPE_CHECKING:
     from specgrad.codegen.linearizer import LinearizerOptions
 
 # NOTE: every renderer can apply these to vectors lane by lane; a kernel using any other op stays scalar
 VECTOR_OPS = {BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, BinaryOps.MAX, UnaryOps.NEG,
-              UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SQRT, UnaryOps.SIN, UnaryOps.RECIP}  # fmt: skip
+              UnaryOps.EXP2, UnaryOps.LOG2, UnaryOps.SQRT, UnaryOps.SIN, UnaryOps.RECIP, BinaryOps.CMPLT,
+              TernaryOps.WHERE}  # fmt: skip
 # NOTE: a register tile keeps at most half the vector registers as accumulators: AVX-512 (64-byte vectors) has 32,
 # AVX2 and SSE 16
 MAX_ACCUMULATORS = {64: 16}
@@ -71,13 +72,26 @@ def vector_width(k: Kernel, vector_bytes: int) -> int:
     width = vector_bytes // dtype.itemsize
     if width not in (2, 4, 8, 16) or dtype not in (dtypes.float32, dtypes.float64):
         return 1
+    if k.reduceop is not None and _is_mask(k.reduceop.src[0]):
+        return 1
     for x in k.ast.lazyops():
+        if x.op is BufferOps.LOAD and x.arg.dtype == dtypes.bool:
+            continue  # NOTE: a mask; _is_mask keeps masks out of everything but where's condition
         if x.op in (BufferOps.LOAD, BufferOps.CONST) and x.arg.dtype != dtype:
             return 1
-        if x.op not in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE) and x.op not in ReduceOps:
-            if x.op not in VECTOR_OPS:
-                return 1
+        if x.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE) or x.op in ReduceOps:
+            continue
+        masks = [_is_mask(s) for s in x.src]
+        if x.op not in VECTOR_OPS or any(masks[1:] if x.op is TernaryOps.WHERE else masks):
+            return 1
+        if x.op is TernaryOps.WHERE and not masks[0]:
+            return 1
     return width
+
+
+def _is_mask(x: LazyOp) -> bool:
+    """A bool value: a comparison or a loaded bool (vector kernels use them only as where's condition)."""
+    return x.op is BinaryOps.CMPLT or (x.op in (BufferOps.LOAD, BufferOps.CONST) and x.arg.dtype == dtypes.bool)
 
 
 def _loads(k: Kernel) -> list[int]:

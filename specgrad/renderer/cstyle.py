@@ -152,6 +152,10 @@ def c_vector_helpers(dtype: DType, width: int, maths: set[str]) -> list[str]:
         # NOTE: nan wins, as in numpy.maximum
         f"static inline {vt} {vt}_max({vt} a, {vt} b) {{ {mask} m = (a != a) | (a > b); "
         f"return ({vt})((({mask})a & m) | (({mask})b & ~m)); }}",
+        # NOTE: bools are bytes in memory; as a mask they are lanes of all ones or zeros, as comparisons give
+        f"static inline {mask} {mask}_from_bytes(const unsigned char* p) {{ "
+        f"unsigned char v __attribute__((vector_size({width}))); __builtin_memcpy(&v, p, sizeof(v)); "
+        f"return __builtin_convertvector(v != 0, {mask}); }}",
     ]
     suffix = C_DIALECT.float_suffix[dtype]
     x86 = X86_VECTORS.get((dtype, width))
@@ -403,19 +407,37 @@ class _Renderer:
         return render_index(node, self.var_names)
 
     def type_of(self, u: UOp) -> str:
+        if u.width > 1 and u.dtype == dtypes.bool:
+            return self.mask_type(u.width)
         if u.width > 1:
             self.vector_maths.setdefault((u.dtype, u.width), set())  # type: ignore[arg-type]
             return self.d.vector_type(u.dtype, u.width)  # type: ignore[arg-type]
         return self.d.value_type(u.dtype)  # type: ignore[arg-type]
 
+    def mask_type(self, width: int) -> str:
+        """A vector of bools: integer lanes as wide as the kernel's float lanes, all ones where true (what vector
+        comparisons give)."""
+        dtype = self.prg.buffers[0][1]  # NOTE: a vector kernel computes one float dtype and stores it
+        if self.d.native_vectors:
+            return f"{'int' if dtype.itemsize == 4 else 'long'}{width}"
+        self.vector_maths.setdefault((dtype, width), set())
+        return f"sg_mask_{self.d.type_names[dtype]}{width}"
+
     def zero(self, u: UOp) -> str:
+        if u.width > 1 and u.dtype == dtypes.bool:
+            mt = self.mask_type(u.width)
+            return f"(({mt})(0))" if self.d.native_vectors else f"(({mt}){{}})"
         zero = render_const(0, u.dtype, self.d)  # type: ignore[arg-type]
         return self.d.broadcast(u.dtype, u.width, zero) if u.width > 1 else zero  # type: ignore[arg-type]
 
     def load(self, u: UOp) -> str:
         (buf,), (idx, valid) = u.vin, u.arg
         ptr, at = self.names[id(buf)], self.idx(idx)
-        if u.width > 1:
+        if u.width > 1 and u.dtype == dtypes.bool:
+            mt = self.mask_type(u.width)
+            read = (f"convert_{mt}(vload{u.width}(0, {ptr}+{at})!=(uchar)0)" if self.d.native_vectors
+                    else f"{mt}_from_bytes({ptr}+{at})")  # fmt: skip
+        elif u.width > 1:
             vt = self.type_of(u)
             read = f"vload{u.width}(0, {ptr}+{at})" if self.d.native_vectors else f"{vt}_load({ptr}+{at})"
         else:
@@ -442,8 +464,19 @@ class _Renderer:
         return f"sg_rh({expr})" if u.dtype == dtypes.float16 and self.d.half_as_bits else expr
 
     def vector_alu(self, u: UOp, vin: tuple[UOp, ...], xs: list[str]) -> str:
-        """Scalars are broadcast first; max and (in C) math functions go through helpers."""
-        xs = [x if v.width > 1 else self.d.broadcast(u.dtype, u.width, x) for v, x in zip(vin, xs)]  # type: ignore[arg-type]
+        """Scalars are broadcast first; max and (in C) math functions go through helpers; a where with a vector
+        condition selects lane by lane."""
+        if u.arg is TernaryOps.WHERE:
+            cond, (a, b) = xs[0], [self.broadcast(v, x, u.width) for v, x in zip(vin[1:], xs[1:])]
+            if vin[0].width == 1:
+                return f"({cond}?{a}:{b})"
+            if self.d.native_vectors:
+                return f"select({b},{a},{cond})"
+            mt, vt = self.mask_type(u.width), self.type_of(u)
+            return f"(({vt})((({mt}){a}&{cond})|(({mt}){b}&~{cond})))"
+        xs = [self.broadcast(v, x, u.width) for v, x in zip(vin, xs)]
+        if u.arg is BinaryOps.CMPLT:
+            return f"({xs[0]}<{xs[1]})"
         vt = self.type_of(u)
         if u.arg is BinaryOps.MAX:
             a, b = xs
@@ -455,6 +488,9 @@ class _Renderer:
             self.vector_maths[(u.dtype, u.width)].add("fma")  # type: ignore[index]
             return f"{vt}_fma({xs[0]},{xs[1]},{xs[2]})"
         return ALU_OPS[u.arg](xs, u.dtype, u.vin[0].dtype, self.d)
+
+    def broadcast(self, v: UOp, x: str, width: int) -> str:
+        return x if v.width > 1 else self.d.broadcast(v.dtype, width, x)  # type: ignore[arg-type]
 
     def horizontal(self, u: UOp) -> str:
         (vec,) = u.vin
@@ -516,6 +552,10 @@ class _Renderer:
                 expr = self.load(u)
             elif u.uop is UOps.ALU:
                 expr = self.alu(u)
+            elif u.uop is UOps.VECTORIZE and u.dtype == dtypes.bool:
+                lanes = ",".join(f"({self.names[id(v)]}?-1:0)" for v in u.vin)
+                mt = self.mask_type(u.width)
+                expr = f"(({mt})({lanes}))" if d.native_vectors else f"(({mt}){{{lanes}}})"
             elif u.uop is UOps.VECTORIZE:
                 expr = d.vectorize(u.dtype, u.width, [self.names[id(v)] for v in u.vin])  # type: ignore[arg-type]
             else:

@@ -19,6 +19,8 @@ static inline sg_float16 sg_float16_load(const float* p) { sg_float16 v; __built
 static inline void sg_float16_store(float* p, sg_float16 v) { __builtin_memcpy(p, &v, sizeof(v)); }
 static inline sg_float16 sg_float16_max(sg_float16 a, sg_float16 b) { sg_mask_float16 m = (a != a) | (a > b); return (sg_float16)(((sg_mask_float16)a & m) | ((sg_mask_float16)b & ~m)); }
 
+static inline sg_mask_float16 sg_mask_float16_from_bytes(const unsigned char* p) { unsigned char v __attribute__((vector_size(16))); __builtin_memcpy(&v, p, sizeof(v)); return __builtin_convertvector(v != 0, sg_mask_float16); }
+
 static inline sg_float16 sg_float16_fma(sg_float16 a, sg_float16 b, sg_float16 c) {
 #if defined(__AVX512F__)
   return (sg_float16)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);

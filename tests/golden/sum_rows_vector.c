@@ -7,6 +7,8 @@ static inline sg_float16 sg_float16_load(const float* p) { sg_float16 v; __built
 static inline void sg_float16_store(float* p, sg_float16 v) { __builtin_memcpy(p, &v, sizeof(v)); }
 static inline sg_float16 sg_float16_max(sg_float16 a, sg_float16 b) { sg_mask_float16 m = (a != a) | (a > b); return (sg_float16)(((sg_mask_float16)a & m) | ((sg_mask_float16)b & ~m)); }
 
+static inline sg_mask_float16 sg_mask_float16_from_bytes(const unsigned char* p) { unsigned char v __attribute__((vector_size(16))); __builtin_memcpy(&v, p, sizeof(v)); return __builtin_convertvector(v != 0, sg_mask_float16); }
+
 static inline float sg_float16_hadd(sg_float16 v) {
   typedef float sg_float_h8 __attribute__((vector_size(8 * sizeof(float))));
   sg_float_h8 lo8, hi8;
