@@ -35,6 +35,13 @@ def device(request: pytest.FixtureRequest) -> str:
     return request.param
 
 
+@pytest.fixture
+def clang() -> None:
+    """For tests of the CLANG device alone: skips (with the reason) where it cannot run."""
+    if problem := device_problem("CLANG"):
+        pytest.skip(f"CLANG unavailable: {problem}")
+
+
 @pytest.fixture(autouse=True)
 def keep_default_device() -> object:
     """A test (or a CLI command it runs in-process) that changes Device.DEFAULT does not leak it to the next test."""

@@ -12,7 +12,6 @@ import pytest
 
 from specgrad import Device, Tensor, dtypes
 from specgrad.codegen.linearizer import linearize
-from specgrad.device import DeviceUnavailable
 from specgrad.ops import BufferOps, UnaryOps
 from specgrad.renderer.cstyle import C_DIALECT, c_vector_helpers, render
 from specgrad.schedule import create_schedule
@@ -22,14 +21,6 @@ INF, NAN = np.inf, np.nan
 SPECIALS = np.array([INF, -INF, NAN, -NAN, 0.0, -0.0, 1, -1, 0.5, -0.5, 127, 128, 127.99999, 128.00002, 129, 1e30,
                      -126, -126.5, -127, -149, -149.5, -150, -150.00002, -149.99998, -151, -160, -1e30, 1e-30, -1e-30,
                      1.4e-45, -1.4e-45, 1e-38], dtype=np.float32)  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def clang() -> None:
-    try:
-        Device["CLANG"]
-    except DeviceUnavailable as e:
-        pytest.skip(f"CLANG unavailable: {e}")
 
 
 def exp2_inputs() -> np.ndarray:
