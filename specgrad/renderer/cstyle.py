@@ -354,6 +354,10 @@ def _mulacc(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
 
 def _max(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
     a, b = xs
+    if dt == dtypes.bool:
+        # NOTE: bools are 0 or 1, so max is or; gcc 12's -O2 -march=native miscompiles the ternary form after `!`
+        # (all, min) when it vectorizes unrolled lanes, and this form is correct with every compiler tried
+        return f"({a}|{b})"
     # NOTE: nan wins, as in numpy.maximum (fmax would drop it)
     return f"((({a})!=({a})||({a})>({b}))?({a}):({b}))" if dtypes.is_float(dt) else f"((({a})>({b}))?({a}):({b}))"
 
