@@ -8,7 +8,19 @@ import numpy as np
 import pytest
 
 from specgrad import Tensor
-from specgrad.bench import GPT, MODELS, QUICK, Result, Timer, conv2d_np, main, softmax_np, torch_model, workloads
+from specgrad.bench import (
+    GPT,
+    MODELS,
+    QUICK,
+    TARGETS,
+    Result,
+    Timer,
+    conv2d_np,
+    main,
+    softmax_np,
+    torch_model,
+    workloads,
+)
 from specgrad.nn.state import get_state_dict
 
 
@@ -83,3 +95,8 @@ def test_validation_benchmark_prints_each_spec(capsys: pytest.CaptureFixture[str
     main(["--validate", str(Path(__file__).resolve().parents[2] / "specs")])
     out = capsys.readouterr().out
     assert "validate digits_mlp.yaml" in out and " ms" in out
+
+
+def test_targets_are_the_issue_goals() -> None:
+    assert TARGETS["matmul"] == 0.5 and TARGETS["elementwise"] == 0.8 and TARGETS["train"] == 1.0
+    assert (TARGETS["start cold"], TARGETS["start warm"]) == (3.0, 1.0)

@@ -55,8 +55,9 @@ def test_quick_run_on_cpu_has_every_workload(cpu_run: dict[str, Any]) -> None:
 
 def test_start_up_reports_cold_warm_and_their_ratio(cpu_run: dict[str, Any]) -> None:
     cold, warm = cpu_run["results"][-2:]
-    assert "cold cache" in cold["name"] and cold["target"] == 3.0 and cold["ratio"] is None
-    assert "warm cache" in warm["name"] and warm["target"] == 1.0 and warm["reference"] == "cold cache"
+    assert "cold cache" in cold["name"] and cold["ratio"] is None
+    assert "warm cache" in warm["name"] and warm["reference"] == "cold cache"
+    assert cold["target"] is cold["met"] is warm["target"] is None, "--quick judges no target (they are for full sizes)"
     assert warm["ratio"] == pytest.approx(cold["specgrad"] / warm["specgrad"])
 
 
@@ -91,8 +92,7 @@ def test_table_has_a_row_per_workload() -> None:
     assert lines[0].startswith("specgrad bench on CPU") and lines[1].split() == [
         "workload", "specgrad", "reference", "ratio", "target"]  # fmt: skip
     assert [line.split()[0] for line in lines[2:]] == ["matmul", "matmul", "sum"]
-    assert "GFLOP/s numpy matmul" in lines[2] and lines[2].split()[-3:-1] == [">=", "0.5x"]
-    assert lines[2].split()[-1] in ("met", "missed")
+    assert "GFLOP/s numpy matmul" in lines[2] and lines[2].split()[-1] == "-", "--quick judges no target"
 
 
 def test_unknown_device_exits_3() -> None:
