@@ -27,9 +27,10 @@ import numpy as np
 
 from specgrad import Device, Tensor, TinyJit, nn
 from specgrad.device import DeviceUnavailable
-from specgrad.flags import THREADS
+from specgrad.helpers import cores
 from specgrad.nn.optim import Adam
 from specgrad.nn.state import get_parameters, get_state_dict
+from specgrad.runtime.ops_clang import thread_count
 
 # ***** models *****
 
@@ -487,7 +488,7 @@ def environment(device: str) -> dict[str, Any]:
         torch_version = None
     description = Device[device].description.removeprefix(" (").removesuffix(")")
     return {"device": Device.canonicalize(device), "device_description": description,
-            "threads": int(THREADS) or os.cpu_count(), "cpu": cpu, "cores": os.cpu_count(),
+            "threads": thread_count(), "cpu": cpu, "cores": cores(),
             "python": platform.python_version(), "numpy": np.__version__, "torch": torch_version}  # fmt: skip
 
 
@@ -519,7 +520,7 @@ def row(r: Result) -> str:
 
 
 def title(env: dict[str, Any], timer: Timer) -> str:
-    threads = f"{env['threads']} threads, " if env["device"] == "CLANG" else ""  # NOTE: THREADS is CLANG's
+    threads = f"{env['threads']} threads, " if env["device"] == "CLANG" else ""  # NOTE: the THREADS flag is CLANG's
     torch_text = f", torch {env['torch']}" if env["torch"] else ", torch not installed"
     where = env["device_description"] or env["cpu"]
     return (f"specgrad bench on {env['device']} ({threads}{where}), numpy {env['numpy']}{torch_text}; "

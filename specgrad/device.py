@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
-import os
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -25,7 +24,7 @@ from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.codegen.uops import render_uops
 from specgrad.dtype import DType
 from specgrad.flags import CACHEDIR, CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU
-from specgrad.helpers import atomic_write, dedup
+from specgrad.helpers import atomic_write, cores, dedup
 from specgrad.ops import LazyOp, Op, get_lazyop_info
 from specgrad.shape.symbolic import Variable, sint, sym_infer
 
@@ -348,12 +347,7 @@ def _compile_pool(namespace: str) -> ThreadPoolExecutor:
     # NOTE: imported here: concurrent.futures brings in logging (~7 ms of every start) and only compiling needs it
     from concurrent.futures import ThreadPoolExecutor
 
-    return ThreadPoolExecutor(int(COMPILE_JOBS) or _cores(), thread_name_prefix=f"compile-{namespace}")
-
-
-def _cores() -> int:
-    """The cores this process may run on (a container or taskset may allow fewer than the machine has)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    return ThreadPoolExecutor(int(COMPILE_JOBS) or cores(), thread_name_prefix=f"compile-{namespace}")
 
 
 # *** running kernels ***
@@ -398,13 +392,15 @@ class Interpreted:
     def __init__(self, name: str, allocator: Allocator, fxn_for_op: dict[Op, Callable],
                  to_runner: Callable[[LazyOp, dict[Op, Callable]], RunFn]):  # fmt: skip
         self.name, self.allocator, self.fxn_for_op, self._to_runner = name, allocator, fxn_for_op, to_runner
+        self.runners: dict[LazyOp, Runner] = {}  # NOTE: devices live for the process, and so do their runners
 
-    @functools.cache  # noqa: B019 (devices live for the process)
     def get_runner(self, ast: LazyOp) -> Runner:
-        name = Kernel.from_ast(ast).name()
-        if DEBUG >= 3:
-            print(f"{name} on {self.name}:\n{render_ast(ast)}")
-        return Runner(name, ast, self.name, self._to_runner(ast, self.fxn_for_op))
+        if ast not in self.runners:
+            name = Kernel.from_ast(ast).name()
+            if DEBUG >= 3:
+                print(f"{name} on {self.name}:\n{render_ast(ast)}")
+            self.runners[ast] = Runner(name, ast, self.name, self._to_runner(ast, self.fxn_for_op))
+        return self.runners[ast]
 
     def get_runners(self, asts: list[LazyOp]) -> list[Runner]:
         return [self.get_runner(ast) for ast in asts]
@@ -433,7 +429,6 @@ class Compiled:
         self._names[name] = n + 1
         return name if n == 0 else f"{name}n{n}"
 
-    @functools.cache  # noqa: B019 (devices live for the process; NOTE: callers read its cache_info)
     def get_runner(self, ast: LazyOp) -> Runner:
         return self.get_runners([ast])[0]
 

@@ -71,6 +71,11 @@ def ceildiv(a: Any, b: Any) -> Any:
     return -(-a // b)
 
 
+def cores() -> int:
+    """The cores this process may run on (a container or taskset may allow fewer than the machine has)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to a temporary file beside `path`, flush it to disk and rename it over `path`: a crash leaves
     the old file or the new one, never half of one. The temporary file is removed if writing fails."""

@@ -99,7 +99,8 @@ class _Linearizer:
         self.upcast_axes = [a for a, kind in unrolled if kind == "upcast"]
         self.unroll_axes = [a for a, kind in unrolled if kind == "unroll"]
         self.width = k.full_shape[k.vector_axis] if k.vector_axis is not None else 1
-        self.strides = [k.strides(i) for i in range(len(k.sts))] if k.vector_axis is not None else []
+        self.strides = [k.strides(i) for i in range(len(k.sts))] if k.expanded else []
+        self.base_index: dict[tuple, tuple[Node, Node]] = {}
 
     def uop(self, uop: UOps, dtype: DType | None, vin: tuple[UOp, ...] = (), arg: Any = None, width: int = 1) -> UOp:
         key = (uop, dtype, tuple(id(v) for v in vin), _key(arg), width)
@@ -245,11 +246,24 @@ class _Linearizer:
 
     def _index(self, i: int, idxs: list[Node], point: dict[int, int], lane: int) -> tuple[Node, Node]:
         """Buffer i's (index, validity) at the loop indices, a point of the expanded axes and a vector lane."""
+        at = {**point, self.k.vector_axis: lane} if self.k.vector_axis is not None else point
+        steps = [self.strides[i][a] for a in at] if at else []
+        if all(isinstance(s, int) for s in steps):
+            # NOTE: the buffer moves a fixed step along each expanded axis, and its validity does not change there
+            # (real_strides), so every point is the index at position 0 plus an offset: one index expression per
+            # buffer instead of one per unrolled element
+            key = (i, tuple(idxs))
+            if key not in self.base_index:
+                self.base_index[key] = self._full_index(i, idxs, {})
+            idx, valid = self.base_index[key]
+            offset = sum(s * at[a] for s, a in zip(steps, at))  # type: ignore[operator]
+            return (idx + offset if offset else idx), valid
+        return self._full_index(i, idxs, at)
+
+    def _full_index(self, i: int, idxs: list[Node], at: dict[int, int]) -> tuple[Node, Node]:
         full = list(idxs) + [NumNode(0)] * len(self.k.expanded)
-        for axis, pos in point.items():
+        for axis, pos in at.items():
             full[axis] = NumNode(pos)
-        if self.k.vector_axis is not None:
-            full[self.k.vector_axis] = NumNode(lane)
         st = self.k.sts[i]
         return st.expr_idxs(_st_idxs(st.shape, full))
 

@@ -483,8 +483,6 @@ class _Renderer:
             mt, vt = self.mask_type(u.width), self.type_of(u)
             return f"(({vt})((({mt}){a}&{cond})|(({mt}){b}&~{cond})))"
         xs = [self.broadcast(v, x, u.width) for v, x in zip(vin, xs)]
-        if u.arg is BinaryOps.CMPLT:
-            return f"({xs[0]}<{xs[1]})"
         vt = self.type_of(u)
         if u.arg is BinaryOps.MAX:
             a, b = xs

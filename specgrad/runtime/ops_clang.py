@@ -18,6 +18,7 @@ from typing import Any
 from specgrad.codegen.linearizer import LinearizerOptions, Program
 from specgrad.device import Compiled, Compiler, DeviceUnavailable, HostAllocator, timed
 from specgrad.flags import CC, DEBUG, OPT, THREADS
+from specgrad.helpers import cores
 from specgrad.renderer.cstyle import C_DIALECT, render
 from specgrad.shape.symbolic import Variable, sym_infer
 
@@ -157,7 +158,7 @@ def load_library(lib: bytes) -> ctypes.CDLL:
 
 
 def thread_count() -> int:
-    return int(THREADS.value) if int(THREADS.value) > 0 else len(os.sched_getaffinity(0))
+    return int(THREADS.value) if int(THREADS.value) > 0 else cores()
 
 
 class ThreadPool:
