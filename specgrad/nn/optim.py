@@ -20,14 +20,24 @@ def _scalar(value: float, device: str | None) -> Tensor:
 
 
 def _one_minus_pow(b: float, t: Tensor) -> Tensor:
-    """1 - b**t from the step counter t, in the graph so a replayed step reads the current t.
+    """1 - b**t (0 <= b < 1) from the int32 step counter t, in the graph so a replayed step reads the current t.
 
-    1 - b**t cancels for small t (b2 = 0.999): expm1 by Kahan's trick, (u-1) * y/log2(u) with u = 2**y, is exact
-    to a few ulps where 1 - u alone loses ~10 bits.
+    With y = t*log2(b) and u = 2**y: 1 - u alone loses ~10 bits for u near 1 (b2 = 0.999 at small t), so there it is
+    expm1 by Kahan's trick, (u-1) * y/log2(u), exact to a few ulps (https://people.eecs.berkeley.edu/~wkahan/Math128/
+    Sumnfrac.pdf); for u <= 0.5, 1 - u is already exact to an ulp, and it is 1 where u underflows to 0 (where the
+    trick would give y/-inf = 0). t is exact to 2**31; its float32 cast only rounds y by an ulp past 2**24.
     """
-    y = t * math.log2(b)
+    y = t.cast(dtypes.float32) * (math.log2(b) if b else -math.inf)
     u = y.exp2()
-    return (u == 1).where(-y * math.log(2), (1 - u) * y / u.log2())
+    # NOTE: where selects, so the nan or 0 of the unused branches (u = 0 or 1) never reaches the result
+    small = (u == 1).where(-y * math.log(2), (1 - u) * y / u.log2())
+    return (u <= 0.5).where(1 - u, small)
+
+
+def _lerp(x: Tensor, end: Tensor, w: float) -> Tensor:
+    """torch.lerp(x, end, w): x + w*(end - x), in the form torch rounds (its weight, 1 - b, is exact to an ulp where
+    b itself, near 1 in float32, is not: float32(0.99999) is off by 0.14% of 1 - b)."""
+    return x + w * (end - x) if w < 0.5 else end - (end - x) * (1 - w)
 
 
 class Optimizer:
@@ -107,10 +117,13 @@ class Adam(Optimizer):
         eps: float = 1e-8,
         weight_decay: float = 0.0,
     ):
+        if not (0 <= b1 < 1 and 0 <= b2 < 1):
+            raise ValueError(f"betas must be in [0, 1), got b1={b1}, b2={b2}")
         super().__init__(params, lr)
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
         self.m, self.v = self._zeros(), self._zeros()
-        self.t = _scalar(0.0, self.device)
+        # NOTE: an int32 counter: a float32 one stops counting at 2**24 steps
+        self.t = Tensor(np.array(0, dtype=dtypes.int32.np), device=self.device).realize()
 
     def _update(self, live: list[tuple[int, Tensor, Tensor]]) -> list[Tensor]:
         # https://github.com/pytorch/pytorch/blob/main/torch/optim/adam.py (_single_tensor_adam)
@@ -120,11 +133,13 @@ class Adam(Optimizer):
         for i, p, g in live:
             p0 = p.detach()
             if self.weight_decay and self.decoupled:
-                p0 = p0 * (1 - self.lr * self.weight_decay)
+                # NOTE: torch's p * (1 - lr*wd) rounds 1 - lr*wd the same way every step, a drift of up to T ulps
+                p0 = p0 - (self.lr * self.weight_decay) * p0
             elif self.weight_decay:
                 g = g + self.weight_decay * p0
-            m = self.m[i].assign(self.b1 * self.m[i] + (1 - self.b1) * g)
-            v = self.v[i].assign(self.b2 * self.v[i] + (1 - self.b2) * g * g)
+            m = self.m[i].assign(_lerp(self.m[i], g, 1 - self.b1))
+            # NOTE: torch rounds v as b2*v + (1-b2)*g*g; the lerp form is the same sum without float32(b2)'s error
+            v = self.v[i].assign(_lerp(self.v[i], g * g, 1 - self.b2))
             denom = v.sqrt() / bias2.sqrt() + self.eps
             out += [m, v, p.assign(p0 - (self.lr / bias1) * m / denom)]
         return out
@@ -217,14 +232,17 @@ class ExponentialLR(LRScheduler):
 
 
 class CosineAnnealingLR(LRScheduler):
-    """torch CosineAnnealingLR (closed form): eta_min + (lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2."""
+    """torch CosineAnnealingLR, closed form (periodic past T_max): eta_min + (lr-eta_min)*(1+cos(pi*epoch/T_max))/2."""
 
     def __init__(self, optimizer: Optimizer, T_max: int, eta_min: float = 0.0):
         self.T_max, self.eta_min = T_max, eta_min
         super().__init__(optimizer)
 
     def lr_at(self, epoch: int) -> float:
-        return self.eta_min + (self.base_lr - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+        # NOTE: (1 + cos(pi*e/T))/2 = sin(pi*(T-e)/(2T))**2 keeps full relative precision near e = T, where 1 + cos
+        # cancels (and is exactly 0 there); the period 2T is taken off in integers, so a large epoch is not rounded
+        t = self.T_max
+        return self.eta_min + (self.base_lr - self.eta_min) * math.sin(math.pi * (t - epoch % (2 * t)) / (2 * t)) ** 2
 
 
 class LinearWarmup(LRScheduler):
@@ -244,4 +262,4 @@ class LinearWarmup(LRScheduler):
         w = self.warmup_steps
         if epoch >= w:
             return self.after.lr_at(epoch - w) if self.after is not None else self.base_lr
-        return self.base_lr * (1 / w + (1 - 1 / w) * epoch / w)
+        return self.base_lr * ((w + (w - 1) * epoch) / (w * w))  # NOTE: 1/w + (1 - 1/w)*e/w, rounded once
