@@ -130,3 +130,14 @@ THREADS = flag(
 OPT = flag("OPT", 1, "kernel opts: 1 picks vector lanes, register tiles and unrolling per kernel; 0 plain loops")
 COMPILE_JOBS = flag("COMPILE_JOBS", 0, "kernels compiled at once when a schedule needs several (0: one per core)",
                     doc_default="0 (one per core)")  # fmt: skip
+CPU_TARGET = flag(
+    "CPU_TARGET",
+    "native",
+    "CPU the CLANG device compiles for (-march=): native, or a narrower one such as x86-64-v3 (AVX2, no AVX-512); "
+    "vector widths come from what the compiler enables for it",
+)
+CL_VECTOR_WIDTH = flag(
+    "CL_VECTOR_WIDTH",
+    0,
+    "most float lanes of the GPU device's vectors (4, 8, 16; 1 for none); 0: the widest its probe kernel proves right",
+)

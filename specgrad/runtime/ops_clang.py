@@ -17,15 +17,18 @@ from typing import Any
 
 from specgrad.codegen.linearizer import LinearizerOptions, Program
 from specgrad.device import Compiled, Compiler, DeviceUnavailable, HostAllocator, timed
-from specgrad.flags import CC, DEBUG, OPT, THREADS
+from specgrad.flags import CC, CPU_TARGET, DEBUG, OPT, THREADS
 from specgrad.helpers import cores
 from specgrad.renderer.cstyle import C_DIALECT, render
 from specgrad.shape.symbolic import Variable, sym_infer
 
 # NOTE: no -ffast-math: it lets the compiler assume there is no inf or nan, and results for them must stay correct.
 # -ffp-contract=off keeps a*b+c two roundings, as numpy computes it; -fwrapv makes signed overflow wrap, as the
-# kernels (and numpy) expect.
-CFLAGS = ("-shared", "-fPIC", "-O2", "-march=native", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-pthread")
+# kernels (and numpy) expect. -march comes from the CPU_TARGET flag (target_flags).
+CFLAGS = ("-shared", "-fPIC", "-O2", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-pthread")
+# the instruction sets kernels use, by the macro a compiler predefines when its target has them: a forced target must
+# not need one that -march=native lacks
+ISA_MACROS = ("__SSE2__", "__AVX__", "__AVX2__", "__FMA__", "__AVX512F__", "__ARM_NEON", "__ARM_FEATURE_FMA")
 INSTALL_HINT = "install clang (apt-get install clang) or gcc, or point the CC flag at a C compiler"
 
 
@@ -57,10 +60,46 @@ def cpu_identity() -> str:
     return f"{platform.machine()} {hashlib.sha256(info.encode()).hexdigest()[:16]}"
 
 
-def compile_c(path: str, src: str) -> bytes:
+def target_flags(target: str) -> tuple[str, ...]:
+    return (f"-march={target}",)
+
+
+@functools.cache
+def target_macros(path: str, target: str) -> frozenset[str]:
+    """The macros the compiler predefines for a target: the instruction sets it will really emit (-march=native on
+    a CPU newer than the compiler enables less than /proc/cpuinfo lists)."""
+    cmd = [path, *target_flags(target), "-dM", "-E", "-x", "c", "-"]
+    try:
+        res = subprocess.run(cmd, input="", capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as e:
+        raise DeviceUnavailable(f"the C compiler {path} does not run ({e}): {INSTALL_HINT}") from None
+    if res.returncode != 0:
+        raise DeviceUnavailable(f"{path} does not compile for -march={target} (the CPU_TARGET flag): {res.stderr}")
+    return frozenset(line.split()[1] for line in res.stdout.splitlines() if line.startswith("#define "))
+
+
+def target_vector_bytes(macros: frozenset[str]) -> int:
+    """The widest vector registers the target has, so the widest GCC vector type that is one register: wider ones
+    are split and change the ABI (gcc's -Wpsabi). 0 where no SIMD is known: kernels then stay scalar."""
+    if "__AVX512F__" in macros:
+        return 64
+    if "__AVX__" in macros:
+        return 32
+    return 16 if "__SSE2__" in macros or "__ARM_NEON" in macros else 0
+
+
+def check_target(path: str, target: str) -> frozenset[str]:
+    """The target's macros, once it is proven to need no instruction set this CPU lacks (that would be SIGILL)."""
+    macros = target_macros(path, target)
+    if target != "native" and (missing := sorted((macros - target_macros(path, "native")) & set(ISA_MACROS))):
+        raise DeviceUnavailable(f"CPU_TARGET={target} needs {', '.join(missing)}, which -march=native here lacks")
+    return macros
+
+
+def compile_c(path: str, flags: tuple[str, ...], src: str) -> bytes:
     with tempfile.TemporaryDirectory(prefix="specgrad-cc-") as tmp:
         out = Path(tmp) / "kernel.so"
-        res = subprocess.run([path, *CFLAGS, "-x", "c", "-", "-o", str(out), "-lm"], input=src, capture_output=True,
+        res = subprocess.run([path, *flags, "-x", "c", "-", "-o", str(out), "-lm"], input=src, capture_output=True,
                              text=True)  # fmt: skip
         if res.returncode != 0:
             raise RuntimeError(f"{path} failed to compile a kernel:\n{res.stderr}\n--- source ---\n{src}")
@@ -188,26 +227,21 @@ class ClangProgram:
 
 
 def ClangDevice() -> Compiled:
-    path = find_compiler()
-    version = compiler_version(path)
-    compiler = Compiler("clang", f"{path} {version} {' '.join(CFLAGS)} {cpu_identity()}",
-                        functools.partial(compile_c, path))  # fmt: skip
+    path, target = find_compiler(), str(CPU_TARGET.value)
+    version, flags = compiler_version(path), (*CFLAGS, *target_flags(target))
+    vector_bytes = target_vector_bytes(check_target(path, target))
+    compiler = Compiler("clang", f"{path} {version} {' '.join(flags)} {cpu_identity()}",
+                        functools.partial(compile_c, path, flags))  # fmt: skip
     try:
         pool_lib = compiler.compile_cached(POOL_SRC)  # NOTE: also the probe that the compiler builds shared objects
     except RuntimeError as e:
         raise DeviceUnavailable(f"the C compiler {path} cannot build shared objects ({e}): {INSTALL_HINT}") from None
     pool = ThreadPool(pool_lib) if thread_count() > 1 else None
     if DEBUG >= 1:
-        print(f"CLANG device: compiling with {version} ({path}), {pool.threads if pool else 1} thread(s)")
-    opts = LinearizerOptions(optimize=bool(OPT), vector_bytes=vector_bytes(), threads=pool is not None)
+        print(
+            f"CLANG device: compiling with {version} ({path}) for -march={target} ({vector_bytes}-byte vectors), "
+            f"{pool.threads if pool else 1} thread(s)"
+        )
+    opts = LinearizerOptions(optimize=bool(OPT), vector_bytes=vector_bytes, threads=pool is not None)
     return Compiled("CLANG", HostAllocator(), opts, lambda prg: render(prg, C_DIALECT), compiler,
                     functools.partial(ClangProgram, pool=pool))  # fmt: skip
-
-
-def vector_bytes() -> int:
-    """The widest vector registers this CPU has (what -march=native will use)."""
-    try:
-        flags = set(Path("/proc/cpuinfo").read_text().split("\n\n")[0].split())
-    except OSError:
-        return 16
-    return 64 if "avx512f" in flags else 32 if "avx" in flags else 16

@@ -5,14 +5,20 @@ gives a CPU one). Imports flags, dtype, codegen, renderer and device; pyopencl i
 from __future__ import annotations
 
 import functools
+import hashlib
+import json
+import subprocess
+import sys
+import threading
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from specgrad.codegen.linearizer import LinearizerOptions, Program
-from specgrad.device import Compiled, Compiler, DeviceUnavailable, LRUAllocator, sizes_with
+from specgrad.device import Compiled, Compiler, DeviceUnavailable, DiskCache, LRUAllocator, sizes_with
 from specgrad.dtype import DType, dtypes
-from specgrad.flags import DEBUG, OPT
+from specgrad.flags import CL_VECTOR_WIDTH, DEBUG, OPT
 from specgrad.renderer.cstyle import OPENCL_DIALECT, render
 from specgrad.shape.symbolic import Variable, sym_infer
 
@@ -36,17 +42,27 @@ class CLContext:
             raise DeviceUnavailable(f"no OpenCL platform found ({e}): {INSTALL_HINT}") from None
         if not devices:
             raise DeviceUnavailable(f"no OpenCL device found: {INSTALL_HINT}")
-        self.device = next((d for d in devices if d.type & cl.device_type.GPU), devices[0])
+        self.index = next((i for i, d in enumerate(devices) if d.type & cl.device_type.GPU), 0)
+        self.device = devices[self.index]
         self.context = cl.Context(devices=[self.device])
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.name = f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
         self.max_work_group = min(int(self.device.max_work_group_size), 256)
+        # NOTE: program builds (and the get_info after them) one at a time: PoCL crashed (SIGSEGV) building several
+        # programs at once on the compile threads
+        self.build_lock = threading.Lock()
+        dev = self.device
+        self.identity = f"{dev.platform.name} {dev.platform.version} {dev.name} {dev.driver_version}"
+
+    @property
+    def has_fp64(self) -> bool:
+        return "cl_khr_fp64" in self.device.extensions.split() or bool(self.device.double_fp_config)
 
     def supported_dtypes(self) -> frozenset[DType]:
         """Every dtype, less half and double where the device lacks them (PoCL's CPU device has no half)."""
         ext = self.device.extensions.split()
         missing = {dtypes.float16} if "cl_khr_fp16" not in ext else set()
-        if "cl_khr_fp64" not in ext and not self.device.double_fp_config:
+        if not self.has_fp64:
             missing.add(dtypes.float64)
         return frozenset(d for d in dtypes.fields().values() if d not in missing)
 
@@ -67,11 +83,12 @@ class CLAllocator(LRUAllocator):
 
 
 def compile_cl(ctx: CLContext, src: str) -> bytes:
-    try:
-        prog = cl.Program(ctx.context, src).build()
-    except cl.RuntimeError as e:
-        raise RuntimeError(f"OpenCL failed to build a kernel on {ctx.name}:\n{e}\n--- source ---\n{src}") from None
-    return prog.get_info(cl.program_info.BINARIES)[0]
+    with ctx.build_lock:
+        try:
+            prog = cl.Program(ctx.context, src).build()
+        except cl.RuntimeError as e:
+            raise RuntimeError(f"OpenCL failed to build a kernel on {ctx.name}:\n{e}\n--- source ---\n{src}") from None
+        return prog.get_info(cl.program_info.BINARIES)[0]
 
 
 def local_size(global_size: tuple[int, ...], budget: int) -> tuple[int, ...]:
@@ -91,8 +108,9 @@ class CLProgram:
 
     def __init__(self, ctx: CLContext, prg: Program, binary: bytes):
         self.ctx, self.global_size, self.vars = ctx, prg.global_size or (1,), prg.vars
-        program = cl.Program(ctx.context, [ctx.device], [binary]).build()
-        self.kernel = getattr(program, prg.name)
+        with ctx.build_lock:
+            program = cl.Program(ctx.context, [ctx.device], [binary]).build()
+            self.kernel = getattr(program, prg.name)
 
     def __call__(self, bufs: list[Any], var_vals: dict[Variable, int], wait: bool) -> float | None:
         gs = sizes_with(self.global_size, var_vals)
@@ -104,15 +122,158 @@ class CLProgram:
         return (event.profile.end - event.profile.start) * 1e-9
 
 
+# *** vector widths, proven ***
+# A device's preferred vector width is what it advertises, not what its compiler gets right: PoCL on an AVX-512 AMD
+# CPU said 16 but compiled for a target without avx512f, so a float16 sum added only 8 of its lanes, and its LLVM
+# aborted the whole process compiling a float16 division. So each width is built and run once per device in a child
+# process (an abort there costs only that width) and checked against numpy; the widest width that passes, with every
+# narrower one, is used. The verdict is cached on disk under the device, its driver and the probe's source.
+
+PROBE_WIDTHS = (4, 8, 16)
+PROBE_GROUPS = 64  # vectors per probe kernel
+PROBE_CHILD = r"""
+import json, sys
+import numpy as np
+import pyopencl as cl
+job = json.loads(sys.stdin.read())
+device = [d for p in cl.get_platforms() for d in p.get_devices()][job["device"]]
+context = cl.Context(devices=[device])
+queue = cl.CommandQueue(context)
+mf = cl.mem_flags
+for probe in job["probes"]:
+    try:
+        program = cl.Program(context, probe["src"]).build()
+    except cl.Error:
+        print(json.dumps([probe["width"], None]), flush=True)
+        break
+    results = {}
+    for name, (dtype, x) in probe["inputs"].items():
+        x = np.array(x, dtype=dtype)
+        out, sums = np.zeros_like(x), np.zeros(job["groups"], dtype=dtype)
+        bufs = [cl.Buffer(context, mf.READ_WRITE | mf.COPY_HOST_PTR, hostbuf=a) for a in (x, out, sums)]
+        getattr(program, name)(queue, (job["groups"],), None, *bufs)
+        cl.enqueue_copy(queue, out, bufs[1])
+        cl.enqueue_copy(queue, sums, bufs[2])
+        results[name] = [out.tolist(), sums.tolist()]
+    print(json.dumps([probe["width"], results]), flush=True)
+"""
+
+
+def probe_types(width: int, fp64: bool) -> dict[str, tuple[str, int]]:
+    """The probe kernels of a width in float lanes: kernel name -> (C type, lanes); doubles get half the lanes, so
+    the same bytes, as the renderer gives them."""
+    return {"probe_float": ("float", width), **({"probe_double": ("double", width // 2)} if fp64 else {})}
+
+
+def probe_dtype(t: str) -> type:
+    return np.float32 if t == "float" else np.float64
+
+
+def probe_source(width: int, fp64: bool) -> str:
+    """Kernels in the shapes the renderer emits: vload/vstore, a division, max as select, the vector math functions,
+    a comparison and a horizontal sum lane by lane."""
+    ret = ["#pragma OPENCL EXTENSION cl_khr_fp64 : enable"] if fp64 else []
+    for name, (t, lanes) in probe_types(width, fp64).items():
+        vt, one, hsum = f"{t}{lanes}", f"(({t}{lanes})(1.0))", "+".join(f"v.s{i:x}" for i in range(lanes))
+        ret.append(f"""__kernel void {name}(__global const {t}* x, __global {t}* out, __global {t}* sums) {{
+  int i = (int)get_global_id(0);
+  {vt} v = vload{lanes}(0, x+i*{lanes});
+  {vt} r = {one}/(v*v+{one});
+  {vt} m = select(r,v,(v!=v)|(v>r));
+  {vt} e = exp2(r)+log2(r)+sqrt(r)+sin(v);
+  vstore{lanes}(select(m,e,v<(({vt})(0.0))), 0, out+i*{lanes});
+  sums[i] = ({hsum});
+}}""")
+    return "\n".join(ret)
+
+
+def probe_inputs(lanes: int, dtype: type) -> np.ndarray:
+    """Small integers, so every lane matters to a sum and the sums are exact."""
+    return ((np.arange(PROBE_GROUPS * lanes) * 7) % 17 - 8).astype(dtype)
+
+
+def probe_expected(x: np.ndarray, lanes: int) -> tuple[np.ndarray, np.ndarray]:
+    """What a probe kernel computes, in numpy: its output and the sum of each vector's lanes."""
+    r = 1 / (x * x + 1)
+    m = np.where(np.isnan(x) | (x > r), x, r)
+    return np.where(x < 0, np.exp2(r) + np.log2(r) + np.sqrt(r) + np.sin(x), m), x.reshape(-1, lanes).sum(axis=1)
+
+
+def is_probe_right(width: int, fp64: bool, results: Mapping[str, Any] | None) -> bool:
+    """Whether a probe's outputs (None where it did not build) are numpy's: its sums exactly, the rest closely."""
+    for name, (t, lanes) in probe_types(width, fp64).items():
+        if not results or name not in results:
+            return False
+        want_out, want_sums = probe_expected(probe_inputs(lanes, probe_dtype(t)), lanes)
+        out, sums = results[name]
+        if not (np.allclose(out, want_out, rtol=1e-5, atol=1e-6) and np.array_equal(sums, want_sums)):
+            return False
+    return True
+
+
+def proven_width(widths: tuple[int, ...], fp64: bool, results: Mapping[int, Mapping[str, Any] | None]) -> int:
+    """The widest of `widths` (ascending) whose probe, and every narrower one's, ran and computed right; else 1."""
+    ret = 1
+    for width in widths:
+        if width not in results or not is_probe_right(width, fp64, results[width]):
+            break
+        ret = width
+    return ret
+
+
+def run_probes(ctx: CLContext, widths: tuple[int, ...]) -> tuple[dict[int, Any], bool]:
+    """Each width's probe outputs from a child process (None where it did not build; missing where the child died
+    first), and whether they are a verdict: the child finished or was killed by the device's compiler (a signal), not
+    timed out or failed to start."""
+    fp64 = ctx.has_fp64
+    inputs = {w: {name: (np.dtype(probe_dtype(t)).name, probe_inputs(lanes, probe_dtype(t)).tolist())
+                  for name, (t, lanes) in probe_types(w, fp64).items()} for w in widths}  # fmt: skip
+    probes = [{"width": w, "src": probe_source(w, fp64), "inputs": inputs[w]} for w in widths]
+    job = json.dumps({"device": ctx.index, "groups": PROBE_GROUPS, "probes": probes})
+    try:
+        res = subprocess.run([sys.executable, "-c", PROBE_CHILD], input=job, capture_output=True, text=True,
+                             timeout=300)  # fmt: skip
+    except (OSError, subprocess.SubprocessError) as e:
+        if DEBUG >= 1:
+            print(f"GPU device: the vector width probe did not finish ({e})")
+        return {}, False
+    if res.returncode != 0 and DEBUG >= 1:
+        print(f"GPU device: the vector width probe exited with {res.returncode}:\n{res.stderr[-2000:]}")
+    ret = {}
+    for line in res.stdout.splitlines():
+        try:
+            width, results = json.loads(line)
+        except ValueError:
+            continue
+        ret[int(width)] = results
+    return ret, res.returncode <= 0
+
+
+def vector_width(ctx: CLContext) -> int:
+    """Float lanes for the GPU device's vectors: float4 at least where the device proves it (memory transactions),
+    wider up to what it prefers (a CPU under PoCL) or what CL_VECTOR_WIDTH asks for; each proven by the probe."""
+    asked = int(CL_VECTOR_WIDTH) or max(int(ctx.device.preferred_vector_width_float), 4)
+    widths = tuple(w for w in PROBE_WIDTHS if w <= asked)
+    if not widths:
+        return 1
+    key_src = f"{ctx.identity}\n{cl.VERSION}\n{widths}\n" + "\n".join(probe_source(w, ctx.has_fp64) for w in widths)
+    cache, key = DiskCache("opencl-widths"), hashlib.sha256(key_src.encode()).hexdigest()
+    if (cached := cache.get(key)) is not None:
+        return int(cached)
+    results, conclusive = run_probes(ctx, widths)
+    ret = proven_width(widths, ctx.has_fp64, results)
+    if conclusive:  # NOTE: a probe that timed out or could not start says nothing about the device: asked again
+        cache.put(key, str(ret).encode())
+    return ret
+
+
 def GPUDevice() -> Compiled:
     ctx = CLContext()
-    dev = ctx.device
-    identity = f"{dev.platform.name} {dev.platform.version} {dev.name} {dev.driver_version}"
-    compiler = Compiler("opencl", identity, functools.partial(compile_cl, ctx))
+    compiler = Compiler("opencl", ctx.identity, functools.partial(compile_cl, ctx))
+    width = vector_width(ctx)
     if DEBUG >= 1:
-        print(f"GPU device: OpenCL on {ctx.name}")
-    # NOTE: float4 at least (memory transactions); wider where the device says its vectors are (a CPU under PoCL)
-    width = min(max(int(dev.preferred_vector_width_float), 4), 16)
+        print(f"GPU device: OpenCL on {ctx.name}, float{width} vectors (proven by a probe kernel; the device prefers "
+              f"float{ctx.device.preferred_vector_width_float})")  # fmt: skip
     opts = LinearizerOptions(global_dims=3, optimize=bool(OPT), vector_bytes=4 * width)
     ret = Compiled("GPU", CLAllocator(ctx), opts, lambda prg: render(prg, OPENCL_DIALECT),
                    compiler, functools.partial(CLProgram, ctx))  # fmt: skip

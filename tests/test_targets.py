@@ -1,0 +1,187 @@
+"""Device targets: vector widths come from what the compiler (CLANG) or the device's own compiler (GPU) proves it
+handles, never from what the CPU or the device advertises; a narrower target can be forced (CPU_TARGET,
+CL_VECTOR_WIDTH) and then is what the kernels use."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from specgrad import Device
+from specgrad.device import DeviceUnavailable
+from specgrad.runtime import ops_clang, ops_gpu
+from specgrad.runtime.ops_gpu import PROBE_WIDTHS, probe_expected, probe_inputs, probe_types, proven_width
+
+NARROW = "x86-64-v3"  # AVX2 and FMA, no AVX-512
+x86_only = pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason=f"{NARROW} is an x86-64 target")
+
+
+def run_python(code: str, **env: str) -> str:
+    res = subprocess.run([sys.executable, "-c", code], env={**os.environ, **env}, capture_output=True, text=True,
+                         timeout=600)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+# *** CLANG: the compiler's target ***
+
+
+@x86_only
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_vector_bytes_come_from_the_compilers_target(cc: str) -> None:
+    if (path := shutil.which(cc)) is None:
+        pytest.skip(f"{cc} not installed")
+    assert ops_clang.target_vector_bytes(ops_clang.target_macros(path, NARROW)) == 32
+    assert ops_clang.target_vector_bytes(ops_clang.target_macros(path, "x86-64")) == 16
+    native = ops_clang.target_macros(path, "native")
+    assert ops_clang.target_vector_bytes(native) == (
+        64 if "__AVX512F__" in native else 32 if "__AVX__" in native else 16
+    )
+
+
+def test_no_simd_target_stays_scalar() -> None:
+    assert ops_clang.target_vector_bytes(frozenset({"__riscv"})) == 0
+    assert ops_clang.target_vector_bytes(frozenset({"__aarch64__", "__ARM_NEON"})) == 16
+
+
+def test_target_needing_what_this_cpu_lacks_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    fake = {"native": frozenset({"__SSE2__", "__AVX__"}), "big": frozenset({"__SSE2__", "__AVX__", "__AVX512F__"})}
+    monkeypatch.setattr(ops_clang, "target_macros", lambda path, target: fake[target])
+    with pytest.raises(DeviceUnavailable, match="CPU_TARGET=big needs __AVX512F__, which -march=native here lacks"):
+        ops_clang.check_target("cc", "big")
+    assert ops_clang.check_target("cc", "native") == fake["native"]
+
+
+NARROW_RUN = """
+import json
+import numpy as np
+from specgrad import Device, Tensor
+from specgrad.codegen.linearizer import linearize
+from specgrad.ops import BufferOps
+from specgrad.renderer.cstyle import C_DIALECT, render
+from specgrad.schedule import create_schedule
+
+dev = Device["CLANG"]
+rng = np.random.default_rng(0)
+out = {"vector_bytes": dev.opts.vector_bytes, "srcs": [], "got": []}
+for dtype in (np.float32, np.float64):
+    a, b = rng.standard_normal((32, 64)).astype(dtype), rng.standard_normal((64, 48)).astype(dtype)
+    x, y = Tensor(a, device="CLANG"), Tensor(b, device="CLANG")
+    t = ((x @ y).relu() + 1).sqrt().exp2() + x.sum(axis=1, keepdim=True)
+    out["srcs"] += [render(linearize(si.ast, dev.opts), C_DIALECT) for si in create_schedule([t.lazydata])
+                    if si.ast.op is BufferOps.STORE]
+    out["got"].append(t.numpy().tolist())
+print(json.dumps(out))
+"""
+
+
+@x86_only
+def test_forced_narrow_target_renders_no_512_bit_vectors_and_computes_right(clang: None) -> None:
+    out = json.loads(run_python(NARROW_RUN, CPU_TARGET=NARROW))
+    assert out["vector_bytes"] == 32
+    src = "\n".join(out["srcs"])
+    assert "sg_float8" in src and "sg_double4" in src, "vectors should engage at these sizes"
+    assert "sg_float16" not in src and "sg_double8" not in src and "_mm512" not in src
+    rng = np.random.default_rng(0)
+    for got, dtype in zip(out["got"], (np.float32, np.float64), strict=True):
+        a, b = rng.standard_normal((32, 64)).astype(dtype), rng.standard_normal((64, 48)).astype(dtype)
+        want = np.exp2(np.sqrt(np.maximum(a @ b, 0) + 1)) + a.sum(axis=1, keepdims=True)
+        np.testing.assert_allclose(got, want, rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+
+
+@x86_only
+def test_narrow_kernels_are_psabi_clean(clang: None) -> None:
+    """gcc warns (-Wpsabi) when a vector is wider than the target's registers; a narrow target's kernels have none."""
+    if (gcc := shutil.which("gcc")) is None:
+        pytest.skip("gcc not installed")
+    flags = [*ops_clang.CFLAGS, *ops_clang.target_flags(NARROW), "-Werror=psabi", "-c", "-o", os.devnull]
+    for src in json.loads(run_python(NARROW_RUN, CPU_TARGET=NARROW))["srcs"]:
+        res = subprocess.run([gcc, *flags, "-x", "c", "-"], input=src, capture_output=True, text=True)
+        assert res.returncode == 0, res.stderr
+
+
+# *** GPU: each width proven by a probe kernel ***
+
+
+def fake_results(widths: tuple[int, ...], fp64: bool, half_sum_at: int = 0) -> dict:
+    """What a device computes for each probe: right, except that at width `half_sum_at` a vector's sum adds only its
+    first half of lanes (PoCL compiling float16 for a target without avx512f)."""
+    ret: dict = {}
+    for width in widths:
+        ret[width] = {}
+        for name, (t, lanes) in probe_types(width, fp64).items():
+            x = probe_inputs(lanes, np.float32 if t == "float" else np.float64)
+            out, sums = probe_expected(x, lanes)
+            if width == half_sum_at:
+                sums = x.reshape(-1, lanes)[:, : lanes // 2].sum(axis=1)
+            ret[width][name] = (out.tolist(), sums.tolist())
+    return ret
+
+
+@pytest.mark.parametrize("fp64", [False, True])
+def test_probe_rejects_a_width_that_sums_half_the_lanes(fp64: bool) -> None:
+    assert proven_width(PROBE_WIDTHS, fp64, fake_results(PROBE_WIDTHS, fp64)) == 16
+    assert proven_width(PROBE_WIDTHS, fp64, fake_results(PROBE_WIDTHS, fp64, half_sum_at=16)) == 8
+    assert proven_width(PROBE_WIDTHS, fp64, fake_results(PROBE_WIDTHS, fp64, half_sum_at=4)) == 1
+
+
+def test_probe_width_missing_or_wrong_elementwise_is_not_used() -> None:
+    results = fake_results(PROBE_WIDTHS, True)
+    aborted = {w: r for w, r in results.items() if w < 16}  # NOTE: the child died building float16
+    assert proven_width(PROBE_WIDTHS, True, aborted) == 8
+    assert proven_width(PROBE_WIDTHS, True, {**aborted, 16: None}) == 8, "float16 did not build"
+    out, sums = results[8]["probe_double"]
+    results[8]["probe_double"] = ([v + 1 for v in out], sums)
+    assert proven_width(PROBE_WIDTHS, True, results) == 4
+
+
+def test_probe_survives_a_child_that_aborts(monkeypatch: pytest.MonkeyPatch) -> None:
+    child = "import json, os; print(json.dumps([4, {'probe_float': [[1], [2]]}]), flush=True); os.abort()"
+    monkeypatch.setattr(ops_gpu, "PROBE_CHILD", child)
+    ctx = SimpleNamespace(index=0, has_fp64=False)
+    assert ops_gpu.run_probes(ctx, (4, 8)) == ({4: {"probe_float": [[1], [2]]}}, True)
+    monkeypatch.setattr(ops_gpu, "PROBE_CHILD", "import sys; print('[4, null]'); sys.exit(1)")
+    assert ops_gpu.run_probes(ctx, (4, 8)) == ({4: None}, False), "a child that fails is no verdict"
+
+
+def gpu_ctx() -> ops_gpu.CLContext:
+    try:
+        return ops_gpu.CLContext()
+    except DeviceUnavailable as e:
+        pytest.skip(f"GPU unavailable: {e}")
+
+
+def test_gpu_uses_the_width_its_probe_proves() -> None:
+    ctx = gpu_ctx()
+    widths = tuple(w for w in PROBE_WIDTHS if w <= max(int(ctx.device.preferred_vector_width_float), 4))
+    results, conclusive = ops_gpu.run_probes(ctx, widths)
+    assert conclusive and 4 in results, "float4 should build and run on any OpenCL device"
+    assert Device["GPU"].opts.vector_bytes == 4 * proven_width(widths, ctx.has_fp64, results)
+
+
+def test_gpu_vector_width_can_be_forced_narrower() -> None:
+    gpu_ctx()
+    code = """
+import numpy as np
+from specgrad import Device, Tensor
+x = np.random.default_rng(0).standard_normal((4, 3, 8, 8)).astype(np.float32)
+w = np.random.default_rng(1).standard_normal((16, 3, 3, 3)).astype(np.float32)
+xt, wt = Tensor(x, device="GPU", requires_grad=True), Tensor(w, device="GPU", requires_grad=True)
+bt = Tensor.zeros(16, device="GPU", requires_grad=True)
+xt.conv2d(wt, bt).relu().sum().backward()
+print(Device["GPU"].opts.vector_bytes, bt.grad.numpy().tolist())
+"""
+    vector_bytes, grad = run_python(code, CL_VECTOR_WIDTH="8").split(" ", 1)
+    assert vector_bytes == "32"
+    x = np.random.default_rng(0).standard_normal((4, 3, 8, 8)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((16, 3, 3, 3)).astype(np.float32)
+    out = np.einsum("bchwij,ocij->bohw", np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3)), w)
+    np.testing.assert_array_equal(json.loads(grad), (out > 0).sum(axis=(0, 2, 3)))  # NOTE: relu's gradient, summed
