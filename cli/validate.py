@@ -1,4 +1,4 @@
-"""`specgrad validate SPEC`: check a spec without running anything; a summary table, or every problem found."""
+"""`specgrad validate SPEC`: check a spec and its data without training; a summary table, or every problem found."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from specgrad.helpers import prod
-from specgrad.spec.errors import SpecError
+from specgrad.spec.data import check_data
+from specgrad.spec.errors import Problem, SpecError
 from specgrad.spec.validate import ValidSpec, validate_file
 
 MAX_SHOWN = 50  # NOTE: a long list of problems usually has one cause near its top
@@ -59,20 +60,28 @@ def summary_json(spec: ValidSpec) -> dict:
             "activation_bytes": spec.activation_bytes, "batch_size": spec.batch_size}  # fmt: skip
 
 
+def _fail(problems: list[Problem], as_json: bool) -> None:
+    """Print every problem (JSON, or one per line up to MAX_SHOWN) and exit 1."""
+    if as_json:
+        found = [{"file": p.loc.file if p.loc else None, "line": p.loc.line if p.loc else None,
+                  "col": p.loc.col if p.loc else None, "message": p.message, "hint": p.hint}
+                 for p in problems]  # fmt: skip
+        typer.echo(json.dumps({"valid": False, "errors": found}, indent=2))
+    else:
+        shown = problems[:MAX_SHOWN]
+        more = len(problems) - len(shown)
+        typer.echo("\n".join(map(str, shown)) + (f"\n... and {more} more problems" if more else ""), err=True)
+    raise typer.Exit(1)
+
+
 def validate(spec: Path, overrides: list[str], as_json: bool) -> None:
     try:
         result = validate_file(spec, overrides)
     except SpecError as e:
-        if as_json:
-            problems = [{"file": p.loc.file if p.loc else None, "line": p.loc.line if p.loc else None,
-                         "col": p.loc.col if p.loc else None, "message": p.message, "hint": p.hint}
-                        for p in e.problems]  # fmt: skip
-            typer.echo(json.dumps({"valid": False, "errors": problems}, indent=2))
-        else:
-            shown = e.problems[:MAX_SHOWN]
-            more = len(e.problems) - len(shown)
-            typer.echo("\n".join(map(str, shown)) + (f"\n... and {more} more problems" if more else ""), err=True)
-        raise typer.Exit(1) from None
+        _fail(e.problems, as_json)
+    problems = check_data(result)  # NOTE: the data contract: the data as the model, loss and labels need it
+    if problems:
+        _fail(problems, as_json)
     if as_json:
         typer.echo(json.dumps(summary_json(result), indent=2))
         return

@@ -1,7 +1,11 @@
 """A spec's data as numpy arrays: the bundled digits and sonnets, text, CSV, .npz/.npy files, spirals and sine;
 split with the spec's seed, standardized with training statistics only, and batched. Every problem in a data file is
-a SpecError at its file:line:col. Imports numpy, spec.errors, spec.loader, spec.resolve, spec.schema, spec.validate
-and specgrad.datasets (never Tensor: the trainer wraps the arrays).
+a SpecError at its file:line:col, and so is data the model cannot learn from as written (the data contract: output
+width vs classes, loss vs task, labels out of range). Imports numpy, spec.errors, spec.loader, spec.resolve,
+spec.schema, spec.validate and specgrad.datasets (never Tensor: the trainer wraps the arrays).
+
+Regression targets from csv, npz and sine are standardized with the training split's mean and std (target_stats);
+`unstandardize` brings predictions back to the target's own units.
 
 Text examples are windows of `context` characters (x) and the same window shifted by one character (y); windows start
 every context // 2 characters, so a small text gives twice the examples of non-overlapping windows. The last
@@ -26,11 +30,16 @@ from specgrad.spec.errors import Location, Problem, SpecError
 from specgrad.spec.loader import YNode
 from specgrad.spec.resolve import resolve
 from specgrad.spec.schema import did_you_mean
-from specgrad.spec.validate import ValidSpec
+from specgrad.spec.validate import DATA, ValidSpec
 
 DEFAULT_VOCAB = 128  # NOTE: characters are their code points; ASCII unless the model's embedding says otherwise
 MAX_PROBLEMS = 10  # problems of one kind (cells, characters) reported at once; the rest are counted
 FLOAT_SOURCES = ("digits", "csv", "spirals", "sine")
+MAX_LABEL = 2**31 - 1  # NOTE: labels are int32 on the device; a larger one must be an error, never a wrap
+EXACT_FLOAT32 = 2**24  # NOTE: integers up to this are exact in float32
+# NOTE: data keys that do something for some sources only; any other source with the key given is an error
+APPLIES = {"path": ("text", "csv", "npz"), "corpus": ("text",), "context": ("text",), "features": ("csv",),
+           "task": ("csv", "npz"), "samples": ("spirals", "sine"), "noise": ("spirals", "sine")}  # fmt: skip
 
 
 @dataclass
@@ -44,6 +53,9 @@ class Dataset:
     task: str  # "classify" (y int32 labels), "regress" (y float32) or "language" (y int32 next tokens (N, context))
     num_classes: int | None = None
     stats: dict[str, np.ndarray] = field(default_factory=dict)  # "mean", "std" of the training x when normalized
+    # "mean", "std" (shape y.shape[1:], e.g. (F,)) of the training y when regression targets are standardized
+    target_stats: dict[str, np.ndarray] = field(default_factory=dict)
+    class_names: list[str] | None = None  # task "classify": the label of each class index, in order
 
 
 # *** where things are: the spec as written, for locations ***
@@ -76,6 +88,20 @@ class _Source:
         data = self.node("data")
         return self.loc(key) or (data.loc if data is not None else None)
 
+    def written(self, section: str, key: str) -> Location | None:
+        """Where <section>.<key> is written, when the spec as written holds the value being used."""
+        node = self.node(section, key)
+        return node.loc if node is not None and node.to_plain() == self.spec.values[section][key] else None
+
+    def given(self, key: str) -> bool:
+        """data.<key> is written in the spec, or set on the command line to something other than its default."""
+        return self.node("data", key) is not None or self.data[key] != DATA.fields[key].default
+
+    def output(self) -> tuple[tuple[int, ...], Location]:
+        """The model's (one) output: its shape per example and where its layer is written."""
+        step = next(s for s in self.spec.steps if s.name == self.spec.outputs[0])
+        return tuple(step.out_shape), step.loc
+
     def input_loc(self, key: str = "shape") -> Location | None:
         node = self.node("input", key) or self.node("inputs", self.name, key)
         return node.loc if node is not None else None
@@ -103,8 +129,20 @@ def _source(spec: ValidSpec) -> _Source:
     if len(spec.inputs) != 1:
         raise SpecError.at(root.loc if root else None, f"data feeds one input, but the model has {len(spec.inputs)}: "
                            f"{', '.join(spec.inputs)}")  # fmt: skip
+    if len(spec.outputs) > 1:
+        outputs = root.get("model").get("outputs") if root is not None and root.get("model") is not None else None
+        # TODO: a loss per output, weighted (train.losses), so a model with several outputs can train
+        where = outputs.loc if outputs is not None else None
+        raise SpecError.at(where, f"the model has {len(spec.outputs)} outputs ({', '.join(spec.outputs)}), but "
+                           "training takes one: a loss per output is not supported yet",
+                           "list one node under model.outputs, or join them with an op: concat node")  # fmt: skip
     name, (shape, dtype) = next(iter(spec.inputs.items()))
     return _Source(spec, data, name, tuple(shape), dtype, root)
+
+
+def data_file(spec: ValidSpec) -> Path:
+    """The file data.path names, resolved as load_data resolves it (relative to the spec file that names it)."""
+    return _source(spec).file()
 
 
 # *** load_data ***
@@ -121,15 +159,32 @@ def load_data(spec: ValidSpec) -> Dataset:
     ds = LOADERS[kind](src)
     if src.data["normalize"] and kind != "text" and src.dtype.startswith("float"):
         ds = _normalized(ds, per_feature=kind != "digits")
+    if ds.task == "regress" and src.data["normalize_target"] and src.data["target"] != "input":
+        ds = _standardized_targets(ds)
     ds.x_train, ds.x_valid = ds.x_train.astype(src.dtype, copy=False), ds.x_valid.astype(src.dtype, copy=False)
     return ds
+
+
+def check_data(spec: ValidSpec) -> list[Problem]:
+    """The problems load_data would raise (none when the spec has no data section): what `validate` reports."""
+    # TODO: read only headers, shapes and the target column of large files; here every source is small enough to load
+    if (spec.values.get("data") or {}).get("source") is None:
+        return []
+    try:
+        load_data(spec)
+    except SpecError as e:
+        return e.problems
+    return []
 
 
 def _check_unused(src: _Source) -> None:
     """Keys that would silently do nothing for this source."""
     kind, problems = src.data["source"], []
-    if src.data["features"] is not None and kind != "csv":
-        problems.append(Problem(f"data.features is for the csv source, not {kind}", src.near("features")))
+    for key, sources in APPLIES.items():
+        if kind not in sources and src.given(key):
+            names = " and ".join(sources)
+            problems.append(Problem(f"data.{key} is for the {names} source{'s' * (len(sources) > 1)}, not {kind}",
+                                    src.near(key)))  # fmt: skip
     allowed = {"digits": (None, "input"), "text": (None,), "spirals": (None,), "sine": (None,)}.get(kind)
     if allowed is not None and src.data["target"] not in allowed:
         digits = " for the digit labels, or write input to rebuild the image" if kind == "digits" else ""
@@ -147,12 +202,151 @@ def _indices(n: int, valid_split: float, seed: int) -> tuple[np.ndarray, np.ndar
     return split(n, valid_split, seed)
 
 
-def _split(src: _Source, x: np.ndarray, y: np.ndarray, task: str, num_classes: int | None, where: Location | None,
-           what: str) -> Dataset:  # fmt: skip
+def _split(src: _Source, x: np.ndarray, y: np.ndarray, target: _Target, where: Location | None, what: str) -> Dataset:
+    """Examples checked against the model (the data contract), then split; `what` says where the examples come from."""
+    y, num_classes = _check_contract(src, y, target)
     train, valid = _indices(len(x), src.data["valid_split"], src.spec.values["seed"])
-    ds = Dataset(x[train], y[train], x[valid], y[valid], task, num_classes)
+    names = (target.names or [str(i) for i in range(num_classes)]) if target.task == "classify" else None
+    ds = Dataset(x[train], y[train], x[valid], y[valid], target.task, num_classes, class_names=names)
     _check_enough(src, ds, where, what)
     return ds
+
+
+# *** the data contract: what the model, the loss and the targets must agree on ***
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a loader knows of its targets: the task, words for messages, and (for class labels from a file) where
+    example i's label is written, as ('row 5, column 'y'' or 'y[4] in d.npz', its location)."""
+
+    task: str  # "classify" or "regress"
+    what: str  # e.g. "the values of column 'price' in houses.csv"
+    label_at: Callable[[int], tuple[str, Location]] | None = None
+    names: list[str] | None = None  # class names of text labels (y holds their indices)
+    settable: bool = False  # data.task can change the task (csv and npz targets)
+    per_row: bool = False  # label_at gives each example its own place (a csv row), so each is reported
+
+
+def _check_contract(src: _Source, y: np.ndarray, target: _Target) -> tuple[np.ndarray, int | None]:
+    """(y as the trainer takes it, the number of classes); every disagreement between data, loss and model raised."""
+    problem = _loss_problem(src, target)
+    problems = [problem] if problem is not None else []
+    if target.task == "regress":
+        problems += _regress_problems(src, y, target)
+        if problems:
+            raise SpecError(problems)
+        return y.astype(np.float32), None
+    labels = y.astype(np.float64)  # NOTE: exact for every label that can be valid; no integer wrap while checking
+    limit = src.output()[0][-1] if problem is None else MAX_LABEL + 1
+    problems += _label_problems(src, labels, target, limit)
+    num_classes = int(labels.max()) + 1 if len(labels) else 0
+    if not problems:
+        problems += _width_problems(src, labels, target, num_classes)
+    if problems:
+        raise SpecError(problems)
+    return labels.astype(np.int32), num_classes
+
+
+def _check_language(src: _Source, codes: np.ndarray, what: str) -> None:
+    """cross_entropy, and one output value per character code at every position."""
+    target = _Target("language", what)
+    problem = _loss_problem(src, target)
+    if problem is not None:
+        raise SpecError(problem)
+    out, loc = src.output()
+    context = src.data["context"]
+    if tuple(out[:-1]) != (context,):
+        raise SpecError.at(loc, f"the model's output {list(out)} does not fit {what}: the output needs shape "
+                           f"[{context}, <characters>] (scores of every character at every position)")  # fmt: skip
+    top = int(codes.max()) if len(codes) else 0
+    if top >= out[-1]:
+        raise SpecError.at(loc, f"the model's output has {out[-1]} values per position, one per character code, but "
+                           f"{what} hold the character {chr(top)!r} (code {top})",
+                           f"set the out of this last layer to at least {top + 1} (the embedding's vocab)")  # fmt: skip
+
+
+def _loss_problem(src: _Source, target: _Target) -> Problem | None:
+    loss, want = src.spec.values["train"]["loss"], "mse" if target.task == "regress" else "cross_entropy"
+    if loss == want:
+        return None
+    loc = src.written("train", "loss") or src.near("target" if src.given("target") else "source")
+    default = "" if src.written("train", "loss") else " (the default)"
+    if target.task == "regress":
+        hint = "use loss: mse" + ("; if the numbers are class labels 0, 1, 2, ..., set data.task: classify"
+                                  if target.settable else "")  # fmt: skip
+        return Problem(f"train.loss is cross_entropy{default}, which learns class labels, but {target.what} are "
+                       "numbers to predict (a regression)", loc, hint)  # fmt: skip
+    kind = "class labels" if target.task == "classify" else "next characters"
+    hint = "use loss: cross_entropy" + ("; to predict the numbers themselves, set data.task: regress"
+                                        if target.settable and target.names is None else "")  # fmt: skip
+    return Problem(f"train.loss is {loss}, but {target.what} are {kind}, which cross_entropy learns", loc, hint)
+
+
+def _regress_problems(src: _Source, y: np.ndarray, target: _Target) -> list[Problem]:
+    """The output must hold one number per target number."""
+    out, loc = src.output()
+    n, per = math.prod(out), math.prod(y.shape[1:])
+    if n == per:
+        return []
+    fix = f"set the last layer's out to {per}" if len(out) == 1 and y.ndim == 2 else f"make the output shape " \
+          f"{list(y.shape[1:])}"  # fmt: skip
+    return [Problem(f"the model's output {list(out)} holds {n} values per example, but each target holds {per} "
+                    f"({target.what})", loc, fix)]  # fmt: skip
+
+
+def _label_problems(src: _Source, labels: np.ndarray, target: _Target, limit: int) -> list[Problem]:
+    """Every label must be a whole number in [0, limit): limit is the model's output width (or the int32 range).
+    Labels in a csv are reported row by row; those of an array once per kind of problem, with a count."""
+    if target.label_at is None:
+        return []
+    flat = labels.reshape(len(labels), -1)  # (N, labels per example)
+    whole = flat == np.round(flat)
+    top = int(flat[whole].max()) if whole.any() else 0
+    out_line = src.output()[1].line
+    kinds = [  # (bad labels, the message after "<name> is <value>", the hint)
+        (~whole, ", not a whole number, so it cannot be a class label",
+         "to predict the numbers themselves, set data.task: regress and train.loss: mse"),
+        (whole & (flat < 0), ": class labels are 0 or more", "number the classes 0, 1, 2, ..."),
+        (whole & (flat >= limit), f": class labels are at most {MAX_LABEL}", "number the classes 0, 1, 2, ...")
+        if limit > MAX_LABEL else
+        (whole & (flat >= limit), f", but the model's output has {limit} values per example, one per class "
+         f"0..{limit - 1}", f"the labels go up to {top}: set the out of the last layer (line {out_line}) to "
+         f"{top + 1}, or correct the label"),
+    ]  # fmt: skip
+    problems: list[tuple[int, Problem]] = []
+    total = 0
+    for bad, message, hint in kinds:
+        rows = np.nonzero(bad.any(axis=1))[0].tolist()
+        total += len(rows) if target.per_row else min(1, len(rows))
+        for n, i in enumerate(rows[: MAX_PROBLEMS if target.per_row else 1]):
+            name, loc = target.label_at(i)
+            v = float(flat[i][bad[i]][0])
+            more = f" (and {len(rows) - 1} more example{'s' * (len(rows) > 2)} like it)" if (
+                not target.per_row and len(rows) > 1) else ""  # fmt: skip
+            shown = str(int(v)) if v.is_integer() else repr(v)
+            problems.append((i, Problem(f"{name} is {shown}{message}{more}", loc, hint if n == 0 else None)))
+    ret = [p for _, p in sorted(problems, key=lambda t: t[0])][:MAX_PROBLEMS]
+    if total > len(ret):
+        ret.append(Problem(f"... and {total - len(ret)} more rows with labels that cannot be used"))
+    return ret
+
+
+def _width_problems(src: _Source, labels: np.ndarray, target: _Target, num_classes: int) -> list[Problem]:
+    """One output value per class, and one set of class scores per label."""
+    out, loc = src.output()
+    if tuple(out[:-1]) != labels.shape[1:]:
+        want = [*labels.shape[1:], out[-1]]
+        return [Problem(f"the model's output {list(out)} does not fit {target.what}: the output needs shape {want} "
+                        "(class scores on its last axis)", loc,
+                        "flatten before the last layer" if len(out) > 1 else None)]  # fmt: skip
+    if out[-1] == num_classes:
+        return []
+    names = target.names or [str(i) for i in range(num_classes)]
+    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    message = f"the model's output has {out[-1]} values per example, one per class, but {target.what} hold " \
+              f"{num_classes} classes ({shown})"  # fmt: skip
+    return [Problem(message, loc, f"set the out of this last layer to {num_classes}")]
 
 
 def _check_enough(src: _Source, ds: Dataset, where: Location | None, what: str) -> None:
@@ -178,11 +372,29 @@ def standardize(x: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
     return (x - stats["mean"]) / stats["std"] if stats else x
 
 
+def unstandardize(y: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
+    """Standardized targets (or predictions of them) back in the target's own units; unchanged when stats is empty."""
+    return y * stats["std"] + stats["mean"] if stats else y
+
+
+def _statistics(x: np.ndarray, axis: int | None) -> dict[str, np.ndarray]:
+    """Mean and std (std 0 -> 1) as float32, over `axis` (None: one number for everything)."""
+    x = x.astype(np.float64)
+    mean, std = np.asarray(x.mean(axis=axis)), np.asarray(x.std(axis=axis))
+    return {"mean": mean.astype(np.float32), "std": np.where(std == 0, 1.0, std).astype(np.float32)}
+
+
+def _standardized_targets(ds: Dataset) -> Dataset:
+    """Regression targets standardized with the TRAINING split's mean and std per target value."""
+    ds.target_stats = _statistics(ds.y_train, axis=0)
+    ds.y_train = standardize(ds.y_train, ds.target_stats).astype(np.float32)
+    ds.y_valid = standardize(ds.y_valid, ds.target_stats).astype(np.float32)
+    return ds
+
+
 def _normalized(ds: Dataset, per_feature: bool) -> Dataset:
     """Standardized with the TRAINING split's mean and std (per feature, or one number for images); std 0 -> 1."""
-    x = ds.x_train.astype(np.float64)
-    mean, std = (x.mean(axis=0), x.std(axis=0)) if per_feature else (np.array(x.mean()), np.array(x.std()))
-    ds.stats = {"mean": mean.astype(np.float32), "std": np.where(std == 0, 1.0, std).astype(np.float32)}
+    ds.stats = _statistics(ds.x_train, axis=0 if per_feature else None)
     ds.x_train, ds.x_valid = standardize(ds.x_train, ds.stats), standardize(ds.x_valid, ds.stats)
     return ds
 
@@ -198,8 +410,8 @@ def _load_digits(src: _Source) -> Dataset:
         out = src.spec.output_shape(src.spec.outputs[0])
         # NOTE: the target is the unnormalized image in 0..1 (what a sigmoid can rebuild), even when x is standardized
         y = x.reshape(len(x), *(out if math.prod(out) == math.prod(src.shape) else src.shape)).copy()
-        return _split(src, x, y, "regress", None, src.near("batch_size"), what)
-    return _split(src, x, labels.astype(np.int32), "classify", 10, src.near("batch_size"), what)
+        return _split(src, x, y, _Target("regress", "the digit images"), src.near("batch_size"), what)
+    return _split(src, x, labels, _Target("classify", "the digit labels"), src.near("batch_size"), what)
 
 
 def _spiral_points(n: int, noise: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -214,7 +426,7 @@ def _spiral_points(n: int, noise: float, rng: np.random.Generator) -> tuple[np.n
 def _load_spirals(src: _Source) -> Dataset:
     _check_shape(src, (2,), "spirals are points in the plane, shape [2] per example")
     x, y = _spiral_points(src.data["samples"], src.data["noise"], np.random.default_rng(src.spec.values["seed"]))
-    return _split(src, x, y, "classify", 2, src.near("samples"), f"{len(x)} samples")
+    return _split(src, x, y, _Target("classify", "the spiral labels"), src.near("samples"), f"{len(x)} samples")
 
 
 def _load_sine(src: _Source) -> Dataset:
@@ -222,8 +434,8 @@ def _load_sine(src: _Source) -> Dataset:
     rng = np.random.default_rng(src.spec.values["seed"])
     x = rng.uniform(-3, 3, (src.data["samples"], 1))
     y = np.sin(x) + src.data["noise"] * rng.standard_normal(x.shape)
-    return _split(src, x.astype(np.float32), y.astype(np.float32), "regress", None, src.near("samples"),
-                  f"{len(x)} samples")  # fmt: skip
+    return _split(src, x.astype(np.float32), y.astype(np.float32), _Target("regress", "the sine values"),
+                  src.near("samples"), f"{len(x)} samples")  # fmt: skip
 
 
 # *** files ***
@@ -319,6 +531,7 @@ def _load_text(src: _Source) -> Dataset:
     vs = src.data["valid_split"]
     cut = len(codes) - (round(len(codes) * vs) if vs > 0 else 0)
     (x_train, y_train), (x_valid, y_valid) = _windows(codes[:cut], context), _windows(codes[cut:], context)
+    _check_language(src, codes, f"the characters of {Path(file).name}")
     ds = Dataset(x_train, y_train, x_valid, y_valid, "language", vocab)
     what = f"the {len(codes)} characters of {file} with context {context} and valid_split {vs}"
     _check_enough(src, ds, src.near("context"), what)
@@ -404,8 +617,9 @@ def _cell(text: str, line: int, col: int, name: str, file: Path) -> tuple[float,
     return v, None
 
 
-def _csv_values(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], file: Path) -> np.ndarray:
-    """(N, len(cols)) numbers of the used columns; every ragged row and bad cell reported (up to MAX_PROBLEMS)."""
+def _csv_numbers(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], file: Path
+                 ) -> tuple[np.ndarray, list[Problem]]:  # fmt: skip
+    """(N, len(cols)) numbers of the given columns, and every ragged row and bad cell."""
     out, problems = np.zeros((len(rows), len(cols))), []
     for i, (line, cells) in enumerate(rows):
         if len(cells) != len(header):
@@ -417,12 +631,31 @@ def _csv_values(rows: list[tuple[int, list[str]]], header: list[str], cols: list
         for j, c in enumerate(cols):
             out[i, j], problem = _cell(cells[c], line, c, header[c], file)
             problems += [problem] if problem else []
+    return out, problems
+
+
+def _csv_labels(rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path
+                ) -> tuple[np.ndarray, list[str] | None, list[Problem]]:  # fmt: skip
+    """(N,) labels of a target column: indices into the sorted class names when any cell is text, else the numbers
+    themselves (checked to be labels later); ragged rows are left to _csv_numbers."""
+    cells = [(line, c[col].strip()) for line, c in rows if len(c) == len(header)]
+    if not any(s and not _is_number(s) for _, s in cells):
+        values, problems = _csv_numbers([(line, c) for line, c in rows if len(c) == len(header)], header, [col], file)
+        return values[:, 0], None, [p for p in problems if "cells, but the header" not in p.message]
+    names = sorted({s for _, s in cells if s})
+    index = {name: i for i, name in enumerate(names)}
+    problems = [Problem(f"row {line}, column '{header[col]}' is empty", Location(str(file), line, col + 1),
+                        "fill in its class, or remove the row") for line, s in cells if not s]  # fmt: skip
+    return np.array([index.get(s, 0) for _, s in cells], dtype=np.float64), names, problems
+
+
+def _raise_cut(problems: list[Problem], file: Path) -> None:
+    """Up to MAX_PROBLEMS problems, then how many more there are."""
     if len(problems) > MAX_PROBLEMS:
         more = len(problems) - MAX_PROBLEMS
         problems = [*problems[:MAX_PROBLEMS], Problem(f"... and {more} more problem{'s' * (more > 1)} in {file}")]
     if problems:
         raise SpecError(problems)
-    return out
 
 
 def _load_csv(src: _Source) -> Dataset:
@@ -437,10 +670,25 @@ def _load_csv(src: _Source) -> Dataset:
     _check_shape(src, (n,), f"data.features gives {n} columns ({', '.join(features)}), shape [{n}] per example")
     if not rows:
         raise SpecError.at(Location(str(file), hline + 1, 1), f"{file.name} has a header but no rows of data")
-    values = _csv_values(rows, header, cols, file)
-    x, y = values[:, :-1].astype(np.float32), values[:, -1:].astype(np.float32)  # (N, F), (N, 1)
-    what = f"the {len(rows)} data rows of {file.name} with valid_split {src.data['valid_split']}"
-    return _split(src, x, y, "regress", None, Location(str(file), rows[-1][0], 1), what)
+    col, what = cols[-1], f"the values of column '{header[cols[-1]]}' in {file.name}"
+    texts = any(len(c) == len(header) and c[col].strip() and not _is_number(c[col].strip()) for _, c in rows)
+    task = src.data["task"] or ("classify" if texts else "regress")
+    if task == "regress":
+        values, problems = _csv_numbers(rows, header, cols, file)
+        _raise_cut(problems, file)
+        x, y, names = values[:, :-1], values[:, -1:], None  # (N, F), (N, 1)
+    else:
+        x, problems = _csv_numbers(rows, header, cols[:-1], file)
+        y, names, more = _csv_labels(rows, header, col, file)
+        _raise_cut(problems + more, file)
+        what = f"the classes in column '{header[col]}' of {file.name}"
+
+    def label_at(i: int) -> tuple[str, Location]:
+        return f"row {rows[i][0]}, column '{header[col]}'", Location(str(file), rows[i][0], col + 1)
+
+    target = _Target(task, what, label_at if names is None else None, names, settable=True, per_row=True)
+    where = f"the {len(rows)} data rows of {file.name} with valid_split {src.data['valid_split']}"
+    return _split(src, x.astype(np.float32), y, target, Location(str(file), rows[-1][0], 1), where)
 
 
 # *** npz ***
@@ -477,15 +725,17 @@ def _npz_get(src: _Source, arrays: dict[str, np.ndarray], key: str, file: Path, 
     return a
 
 
-def _npz_target(y: np.ndarray, key: str, file: Path, loc: Location) -> tuple[np.ndarray, str, int | None]:
-    """(y, task, num_classes): integer arrays are class labels, float arrays regression targets."""
-    if y.dtype.kind == "f":
-        return (y.reshape(-1, 1) if y.ndim == 1 else y).astype(np.float32), "regress", None
-    if y.min() < 0:
-        i = int(np.argmin(y.reshape(len(y), -1).min(axis=1)))
-        raise SpecError.at(loc, f"{key}[{i}] in {file.name} is {int(y.min())}: class labels are 0 or more",
-                           "number the classes 0, 1, 2, ...")  # fmt: skip
-    return y.astype(np.int32), "classify", int(y.max()) + 1
+def _npz_target(src: _Source, y: np.ndarray, key: str, file: Path, loc: Location) -> tuple[np.ndarray, _Target]:
+    """Integer arrays are class labels and float arrays regression targets, unless data.task says otherwise."""
+    task = src.data["task"] or ("regress" if y.dtype.kind == "f" else "classify")
+    what = f"'{key}' in {file.name}"
+    if task == "classify":
+        return y, _Target("classify", what, lambda i: (f"{key}[{i}] in {file.name}", loc), settable=True)
+    if y.dtype.kind != "f" and len(big := np.nonzero(np.abs(y.reshape(len(y), -1)).max(axis=1) > EXACT_FLOAT32)[0]):
+        raise SpecError.at(loc, f"{key}[{big[0]}] in {file.name} is {int(np.abs(y[big[0]]).max())} (or minus it): "
+                           "regression targets are float32, which holds whole numbers exactly up to "
+                           f"{EXACT_FLOAT32} only", "scale the targets down, or save them as floats")  # fmt: skip
+    return (y.reshape(-1, 1) if y.ndim == 1 else y).astype(np.float32), _Target("regress", what, settable=True)
 
 
 def _load_npz(src: _Source) -> Dataset:
@@ -499,7 +749,7 @@ def _load_npz(src: _Source) -> Dataset:
     x = x.astype(np.float32) if src.dtype.startswith("float") else x
     what = f"the {len(x)} examples of {file.name} with valid_split {src.data['valid_split']}"
     if src.data["target"] == "input":
-        return _split(src, x, x.astype(np.float32), "regress", None, loc, what)
+        return _split(src, x, x.astype(np.float32), _Target("regress", f"'x' in {file.name}"), loc, what)
     key = src.data["target"] or "y"
     yloc = (src.near("target") or loc) if src.data["target"] else loc
     if key.endswith(".npy"):  # NOTE: x in a .npy file, y in another beside it
@@ -508,8 +758,8 @@ def _load_npz(src: _Source) -> Dataset:
     if len(y) != len(x):
         raise SpecError.at(yloc, f"'{key}' in {file.name} has {len(y)} examples but 'x' has {len(x)}",
                            "save one target per example")  # fmt: skip
-    y, task, num_classes = _npz_target(y, key, file, yloc)
-    return _split(src, x, y, task, num_classes, loc, what)
+    y, target = _npz_target(src, y, key, file, yloc)
+    return _split(src, x, y, target, loc, what)
 
 
 LOADERS: dict[str, Callable[[_Source], Dataset]] = {

@@ -15,7 +15,7 @@ from typing import Any
 from specgrad.flags import SPEC_MEMORY_GB
 from specgrad.helpers import prod
 from specgrad.spec.errors import Location, Problem, SpecError
-from specgrad.spec.graph import BLOCK, Step, graph_nodes, infer, sequential_nodes
+from specgrad.spec.graph import BLOCK, Step, graph_nodes, infer, node_key_problems, sequential_nodes
 from specgrad.spec.layers import Shape
 from specgrad.spec.loader import YNode
 from specgrad.spec.resolve import resolve
@@ -30,6 +30,7 @@ INPUT = Section("input", "the shape of one example", {
     "dtype": Field("str", "element type", "float32", choices=DTYPES)})  # fmt: skip
 
 SOURCES = ("digits", "text", "csv", "npz", "spirals", "sine")
+TASKS = ("classify", "regress")
 DATA = Section("data", "where examples come from and how they are batched", {
     "source": Field("str", "digits (bundled 8x8 images), text (characters of a text file), csv, npz (a .npz with "
                            "arrays x and y, or a .npy of inputs), spirals or sine (generated)", REQUIRED,
@@ -40,12 +41,18 @@ DATA = Section("data", "where examples come from and how they are batched", {
     "features": Field("list", "csv columns fed to the model", None, item=Field("str", "a column name")),
     "target": Field("str", "the csv column, npz array or .npy file the model learns to predict; input to rebuild "
                            "the input (an autoencoder)", None),
+    "task": Field("str", "what a csv or npz target is: classify (class labels: text, or whole numbers 0, 1, 2, ...) "
+                         "or regress (numbers to predict); left out: classify for a csv column holding text or an "
+                         "npz array of integers, regress otherwise", None, choices=TASKS),
     "samples": Field("int", "how many examples a generated source makes", 1000, min=1, max=10_000_000),
     "noise": Field("float", "noise added by a generated source", 0.0, min=0.0, max=100.0),
     "valid_split": Field("float", "fraction of examples held out for validation", 0.2, min=0.0, max=0.9),
     "batch_size": Field("int", "examples per training step", 32, min=1, max=1 << 16),
     "shuffle": Field("bool", "shuffle the training examples every epoch", True),
-    "normalize": Field("bool", "scale inputs by statistics of the training split", True)})  # fmt: skip
+    "normalize": Field("bool", "scale inputs by statistics of the training split", True),
+    "normalize_target": Field("bool", "standardize regression targets by statistics of the training split (losses, "
+                                      "metrics and predictions are still reported in the target's own units)", True),
+})  # fmt: skip
 # NOTE: which data keys each source needs (cross-field check)
 SOURCE_NEEDS = {"text": (("path", "corpus"), "context"), "csv": ("path", "target"), "npz": ("path",)}
 
@@ -81,7 +88,9 @@ TRAIN = Section("train", "how the model is trained", {
                      item=Field("str", "a metric", REQUIRED, choices=("accuracy", "loss"))),
     "early_stopping": Field("map", "stop when a validation metric stops improving (none: never)", None,
                             section=EARLY_STOPPING),
-    "checkpoint": Field("map", "checkpoint cadence", None, section=CHECKPOINT)})  # fmt: skip
+    "checkpoint": Field("map", "checkpoint cadence", None, section=CHECKPOINT),
+    "final_weights": Field("str", "which weights model.safetensors keeps: best (the epoch with the best validation "
+                           "metric, early_stopping.metric or loss) or last", "best", choices=("best", "last"))})  # fmt: skip
 
 TOP = Section("spec", "a model, its data and its training recipe", {
     "specgrad": Field("int", f"format version of the spec; this specgrad reads {FORMAT_VERSION}", REQUIRED,
@@ -203,6 +212,8 @@ def _blocks(node: YNode | None) -> tuple[dict[str, YNode], list[Problem]]:
     if node is None or node.kind != "map":
         return {}, []
     problems = [p for k, v in node.value.items() for p in check_section(v, BLOCK, f"blocks.{k}")]
+    graphs = [v.get("graph") for v in node.value.values() if v.get("graph") is not None]
+    problems += [p for g in graphs for p in node_key_problems(g)]
     return dict(node.value), problems
 
 

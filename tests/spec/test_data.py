@@ -10,23 +10,24 @@ import numpy as np
 import pytest
 
 from specgrad.datasets import load_digits, load_text, split
-from specgrad.spec.data import Dataset, batches, eval_batches, load_data, standardize
+from specgrad.spec.data import Dataset, batches, eval_batches, load_data, standardize, unstandardize
 from specgrad.spec.errors import SpecError
 from specgrad.spec.validate import ValidSpec, validate_file
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = sorted((ROOT / "specs").glob("*.yaml"))
 FIXTURES = Path(__file__).resolve().parent / "data"
-TEXT_MODEL = "[{embedding: {vocab: 128, dim: 4}}, flatten, {linear: 2}]"
+TEXT_MODEL = "[{embedding: {vocab: 128, dim: 4}}, {linear: 128}]"
 DATA_LINE = 7  # the first line of the data section in specs written by make_spec
 
 
 def make_spec(folder: Path, data: str, shape: str = "[2]", dtype: str = "float32",
-              model: str = "[flatten, {linear: 2}]", overrides: tuple[str, ...] = ()) -> ValidSpec:  # fmt: skip
-    """A spec in `folder` whose data section is `data` (block YAML, starting at line DATA_LINE)."""
+              model: str = "[flatten, {linear: 2}]", overrides: tuple[str, ...] = (), train: str = ""
+              ) -> ValidSpec:  # fmt: skip
+    """A spec in `folder` whose data section is `data` (block YAML, starting at line DATA_LINE), then `train`."""
     text = f"specgrad: 1\nname: t\nseed: 0\ninput: {{shape: {shape}, dtype: {dtype}}}\nmodel: {model}\ndata:\n"
     path = folder / "spec.yaml"
-    path.write_text(text + textwrap.indent(textwrap.dedent(data), "  "))
+    path.write_text(text + textwrap.indent(textwrap.dedent(data), "  ") + (f"train: {train}\n" if train else ""))
     return validate_file(path, overrides)
 
 
@@ -96,7 +97,7 @@ def test_autoencoder_target_is_the_unnormalized_image() -> None:
 def test_normalize_uses_the_training_split_only(tmp_path: Path) -> None:
     x = np.stack([np.arange(50.0), np.full(50, 5.0)], axis=1)  # feature 0 differs between splits, feature 1 is constant
     np.savez(tmp_path / "d.npz", x=x, y=np.arange(50) % 3)
-    ds = load_data(make_spec(tmp_path, "source: npz\npath: d.npz\nbatch_size: 4\n"))
+    ds = load_data(make_spec(tmp_path, "source: npz\npath: d.npz\nbatch_size: 4\n", model="[{linear: 3}]"))
     train, valid = split(50, 0.2, 0)
     np.testing.assert_allclose(ds.stats["mean"], x[train].mean(axis=0), rtol=1e-6)
     np.testing.assert_allclose(ds.stats["std"], [x[train, 0].std(), 1.0], rtol=1e-6)  # std 0 -> 1
@@ -112,7 +113,138 @@ def test_csv_normalize_matches_raw_training_columns() -> None:
     np.testing.assert_allclose(ds.stats["mean"], raw.x_train.mean(axis=0), rtol=1e-5)
     np.testing.assert_allclose(ds.stats["std"], raw.x_train.std(axis=0), rtol=1e-5)
     np.testing.assert_allclose(ds.x_valid, standardize(raw.x_valid, ds.stats), rtol=1e-5, atol=1e-5)
-    assert np.array_equal(ds.y_valid, raw.y_valid)  # targets are never normalized
+    assert np.array_equal(ds.y_valid, raw.y_valid)  # data.normalize is for inputs: both standardize the targets alike
+
+
+# *** regression targets: standardized with statistics of the training split, saved as target_stats ***
+
+
+def test_house_prices_targets_are_standardized_with_training_statistics() -> None:
+    raw = load_data(validate_file(ROOT / "specs/house_prices.yaml", ["data.normalize_target=false"]))
+    ds = load_data(validate_file(ROOT / "specs/house_prices.yaml"))
+    assert raw.target_stats == {} and 150 < raw.y_train.mean() < 300  # prices in thousands: mean ~228, std ~94
+    assert ds.target_stats["mean"].shape == ds.target_stats["std"].shape == (1,)
+    assert ds.target_stats["mean"].dtype == ds.target_stats["std"].dtype == np.float32
+    np.testing.assert_allclose(ds.target_stats["mean"], raw.y_train.mean(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(ds.target_stats["std"], raw.y_train.std(axis=0), rtol=1e-5)
+    np.testing.assert_allclose(ds.y_valid, standardize(raw.y_valid, ds.target_stats), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(unstandardize(ds.y_valid, ds.target_stats), raw.y_valid, rtol=1e-5)
+    assert abs(ds.y_train.mean()) < 1e-5 and abs(ds.y_train.std() - 1) < 1e-4 and ds.y_train.dtype == np.float32
+
+
+def test_target_statistics_never_see_the_validation_split(tmp_path: Path) -> None:
+    y = np.zeros((50, 2))
+    train, valid = split(50, 0.2, 0)
+    y[train] = np.stack([np.arange(40.0), np.full(40, 7.0)], axis=1)  # column 1 is constant in training: std 0 -> 1
+    y[valid] = 1000.0  # far off, so any use of the validation targets would move the statistics
+    spec = npz_spec(tmp_path, model="[{linear: 2}]", train="{loss: mse}", x=np.zeros((50, 3)), y=y)
+    ds = load_data(spec)
+    np.testing.assert_allclose(ds.target_stats["mean"], [19.5, 7.0], rtol=1e-6)
+    np.testing.assert_allclose(ds.target_stats["std"], [np.arange(40.0).std(), 1.0], rtol=1e-6)
+    want = (1000.0 - np.array([19.5, 7.0])) / ds.target_stats["std"]
+    np.testing.assert_allclose(ds.y_valid, np.broadcast_to(want, (10, 2)), rtol=1e-5)
+
+
+def test_target_stats_are_empty_unless_regression() -> None:
+    for name in ("digits_mlp", "digits_autoencoder", "char_gpt"):
+        assert load_data(validate_file(ROOT / f"specs/{name}.yaml")).target_stats == {}, name
+
+
+# *** class labels: csv columns (numbers or text), arrays, bundled sets; class names ***
+
+
+def test_class_names_of_bundled_sets(tmp_path: Path) -> None:
+    assert load_data(validate_file(ROOT / "specs/digits_mlp.yaml")).class_names == [str(i) for i in range(10)]
+    assert load_data(make_spec(tmp_path, "source: spirals\nsamples: 100\n")).class_names == ["0", "1"]
+    assert load_data(validate_file(ROOT / "specs/house_prices.yaml")).class_names is None
+
+
+def test_csv_integer_labels_classify_with_task(tmp_path: Path) -> None:
+    rows = "".join(f"{i},{i % 5},{i % 3}\n" for i in range(30))
+    ds = load_data(csv_spec(tmp_path, "a,b,y\n" + rows, "task: classify\n", model="[{linear: 3}]", train=""))
+    assert (ds.task, ds.num_classes, ds.class_names) == ("classify", 3, ["0", "1", "2"])
+    assert ds.y_train.dtype == np.int32 and ds.y_train.shape == (24,) and ds.target_stats == {}
+    train, _ = split(30, 0.2, 0)
+    assert np.array_equal(ds.y_train, train % 3)
+
+
+def test_csv_text_labels_classify_by_themselves(tmp_path: Path) -> None:
+    kinds = ["setosa", "virginica", "versicolor"]
+    rows = "".join(f"{i},{i % 5}, {kinds[i % 3]}\n" for i in range(30))
+    ds = load_data(csv_spec(tmp_path, "a,b,y\n" + rows, model="[{linear: 3}]", train=""))
+    assert (ds.task, ds.num_classes, ds.class_names) == ("classify", 3, ["setosa", "versicolor", "virginica"])
+    train, _ = split(30, 0.2, 0)
+    assert [ds.class_names[k] for k in ds.y_train] == [kinds[i % 3] for i in train]
+
+
+def test_csv_label_problems_are_located_at_their_rows(tmp_path: Path) -> None:
+    rows = "a,b,y\n" + "".join(f"{i},{i},{i % 3}\n" for i in range(10)) + "1,2,2.5\n1,2,-1\n1,2,7\n"
+    file = tmp_path / "d.csv"
+    spec = csv_spec(tmp_path, rows, "task: classify\n", model="[{linear: 3}]", train="")
+    assert problems(spec) == [
+        f"{file}:12:3: error: row 12, column 'y' is 2.5, not a whole number, so it cannot be a class label\n  hint: "
+        "to predict the numbers themselves, set data.task: regress and train.loss: mse",
+        f"{file}:13:3: error: row 13, column 'y' is -1: class labels are 0 or more\n  hint: number the classes 0, 1, "
+        "2, ...",
+        f"{file}:14:3: error: row 14, column 'y' is 7, but the model's output has 3 values per example, one per class "
+        f"0..2\n  hint: the labels go up to 7: set the out of the last layer (line 5) to 8, or correct the label",
+    ]
+
+
+def test_large_labels_are_refused_not_wrapped(tmp_path: Path) -> None:
+    y = np.arange(40, dtype=np.int64) % 2
+    y[9] = 2**32 + 1  # wraps to 1 through int32
+    spec = npz_spec(tmp_path, model="[{linear: 2}]", x=np.zeros((40, 3)), y=y)
+    assert problems(spec) == [f"{tmp_path / 'spec.yaml'}:{DATA_LINE + 1}:9: error: y[9] in d.npz is 4294967297, but "
+                              "the model's output has 2 values per example, one per class 0..1\n  hint: the labels go "
+                              "up to 4294967297: set the out of the last layer (line 5) to 4294967298, or correct the "
+                              "label"]  # fmt: skip
+    spec = npz_spec(tmp_path, model="[{linear: 2}]", train="{loss: mse}", x=np.zeros((40, 3)), y=y)
+    assert any("y[9] in d.npz is 4294967297: class labels are at most 2147483647" in p for p in problems(spec))
+
+
+def test_width_and_loss_must_fit_the_labels(tmp_path: Path) -> None:
+    spec = make_spec(tmp_path, "source: spirals\n", model="[{linear: 3}]")
+    assert problems(spec) == [f"{tmp_path / 'spec.yaml'}:5:9: error: the model's output has 3 values per example, one "
+                              "per class, but the spiral labels hold 2 classes (0, 1)\n  hint: set the out of this "
+                              "last layer to 2"]  # fmt: skip
+    spec = make_spec(tmp_path, "source: spirals\n", train="{loss: mse}")
+    assert problems(spec) == [f"{tmp_path / 'spec.yaml'}:{DATA_LINE + 1}:15: error: train.loss is mse, but the spiral "
+                              "labels are class labels, which cross_entropy learns\n  hint: use loss: "
+                              "cross_entropy"]  # fmt: skip
+
+
+def test_float_labels_must_be_whole_to_classify(tmp_path: Path) -> None:
+    y = np.arange(40.0) % 2
+    ds = load_data(npz_spec(tmp_path, "task: classify\n", x=np.zeros((40, 3)), y=y))
+    assert ds.task == "classify" and ds.y_train.dtype == np.int32 and ds.num_classes == 2
+    y[3] = 0.5
+    assert problems(npz_spec(tmp_path, "task: classify\n", x=np.zeros((40, 3)), y=y))[0].endswith(
+        "y[3] in d.npz is 0.5, not a whole number, so it cannot be a class label\n  hint: to predict the numbers "
+        "themselves, set data.task: regress and train.loss: mse")  # fmt: skip
+
+
+def test_integer_regression_targets_must_fit_float32(tmp_path: Path) -> None:
+    y = np.arange(40, dtype=np.int64)
+    ds = load_data(npz_spec(tmp_path, "task: regress\n", model="[{linear: 1}]", train="{loss: mse}",
+                            x=np.zeros((40, 3)), y=y))  # fmt: skip
+    assert ds.task == "regress" and ds.y_train.dtype == np.float32
+    y[5] = 2**24 + 1
+    got = problems(npz_spec(tmp_path, "task: regress\n", model="[{linear: 1}]", train="{loss: mse}",
+                            x=np.zeros((40, 3)), y=y))  # fmt: skip
+    assert got[0].endswith("y[5] in d.npz is 16777217 (or minus it): regression targets are float32, which holds "
+                           "whole numbers exactly up to 16777216 only\n  hint: scale the targets down, or save them as "
+                           "floats")  # fmt: skip
+
+
+def test_several_outputs_are_refused_in_words(tmp_path: Path) -> None:
+    path = tmp_path / "s.yaml"
+    path.write_text("specgrad: 1\nname: t\ninputs: {a: {shape: [2]}}\nmodel:\n  graph:\n"
+                    "    - {name: p, layer: linear, out: 2, from: a}\n    - {name: q, layer: linear, out: 2, from: a}\n"
+                    "  outputs: [p, q]\ndata: {source: spirals}\n")  # fmt: skip
+    assert problems(validate_file(path)) == [f"{path}:8:12: error: the model has 2 outputs (p, q), but training takes "
+                                             "one: a loss per output is not supported yet\n  hint: list one node "
+                                             "under model.outputs, or join them with an op: concat node"]  # fmt: skip
 
 
 # *** text ***
@@ -180,17 +312,19 @@ def test_house_prices_csv() -> None:
     assert (ds.task, ds.num_classes) == ("regress", None) and ds.y_train.dtype == np.float32
 
 
-def csv_spec(folder: Path, text: str, extra: str = "", shape: str = "[2]") -> ValidSpec:
+def csv_spec(folder: Path, text: str, extra: str = "", shape: str = "[2]", model: str = "[{linear: 1}]",
+             train: str = "{loss: mse}") -> ValidSpec:  # fmt: skip
     (folder / "d.csv").write_text(text)
     data = f"source: csv\npath: d.csv\ntarget: y\nbatch_size: 2\n{extra}"
-    return make_spec(folder, data, shape, model="[{linear: 1}]")
+    return make_spec(folder, data, shape, model=model, train=train)
 
 
 def test_csv_default_features_are_every_other_column(tmp_path: Path) -> None:
     rows = "".join(f"{i},{3 * i},note {i},{i % 2}\n" for i in range(10))
     ds = load_data(csv_spec(tmp_path, "a,y,note,c\n" + rows, "features: [a, c]\n"))
     assert ds.x_train.shape == (8, 2)  # the text column is not a feature, so it is never read as a number
-    spec = csv_spec(tmp_path, "a,b,y\n" + "".join(f"{i},{2 * i},{3 * i}\n" for i in range(10)), "normalize: false\n")
+    rows = "a,b,y\n" + "".join(f"{i},{2 * i},{3 * i}\n" for i in range(10))
+    spec = csv_spec(tmp_path, rows, "normalize: false\nnormalize_target: false\n")
     ds = load_data(spec)
     a = ds.x_train[:, 0]
     assert np.array_equal(ds.x_train[:, 1], 2 * a) and np.array_equal(ds.y_train[:, 0], 3 * a)
@@ -257,25 +391,28 @@ def test_missing_csv_file_is_located_at_data_path(tmp_path: Path) -> None:
 # *** npz ***
 
 
-def npz_spec(folder: Path, extra: str = "", shape: str = "[3]", **arrays: np.ndarray) -> ValidSpec:
+def npz_spec(folder: Path, extra: str = "", shape: str = "[3]", model: str = "[flatten, {linear: 2}]", train: str = "",
+             **arrays: np.ndarray) -> ValidSpec:  # fmt: skip
     np.savez(folder / "d.npz", **arrays)
-    return make_spec(folder, f"source: npz\npath: d.npz\nbatch_size: 4\n{extra}", shape)
+    return make_spec(folder, f"source: npz\npath: d.npz\nbatch_size: 4\n{extra}", shape, model=model, train=train)
 
 
 def test_npz_integer_targets_classify(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
-    ds = load_data(npz_spec(tmp_path, x=rng.standard_normal((40, 3)), y=rng.integers(0, 5, 40)))
-    assert (ds.task, ds.num_classes) == ("classify", 5)
+    ds = load_data(npz_spec(tmp_path, model="[{linear: 5}]", x=rng.standard_normal((40, 3)), y=rng.integers(0, 5, 40)))
+    assert (ds.task, ds.num_classes, ds.class_names) == ("classify", 5, ["0", "1", "2", "3", "4"])
     assert ds.x_train.dtype == np.float32 and ds.y_train.dtype == np.int32 and ds.x_train.shape == (32, 3)
 
 
 def test_npz_float_targets_regress_and_named_target(tmp_path: Path) -> None:
     rng = np.random.default_rng(0)
-    ds = load_data(npz_spec(tmp_path, "target: price\n", x=rng.standard_normal((40, 3)), price=np.arange(40.0)))
-    assert (ds.task, ds.num_classes) == ("regress", None) and ds.y_train.shape == (32, 1)
-    assert ds.y_train.dtype == np.float32
-    ds = load_data(npz_spec(tmp_path, "target: input\n", x=rng.standard_normal((40, 3))))
-    assert ds.task == "regress" and ds.y_train.shape == (32, 3)
+    mse = {"model": "[{linear: 1}]", "train": "{loss: mse}"}
+    ds = load_data(npz_spec(tmp_path, "target: price\n", **mse, x=rng.standard_normal((40, 3)), price=np.arange(40.0)))
+    assert (ds.task, ds.num_classes, ds.class_names) == ("regress", None, None) and ds.y_train.shape == (32, 1)
+    assert ds.y_train.dtype == np.float32 and ds.target_stats["mean"].shape == (1,)
+    ds = load_data(npz_spec(tmp_path, "target: input\n", model="[{linear: 3}]", train="{loss: mse}",
+                            x=rng.standard_normal((40, 3))))  # fmt: skip
+    assert ds.task == "regress" and ds.y_train.shape == (32, 3) and ds.target_stats == {}
 
 
 @pytest.mark.parametrize(("extra", "arrays", "where", "message"), [
@@ -284,8 +421,8 @@ def test_npz_float_targets_regress_and_named_target(tmp_path: Path) -> None:
     ("", {"z": np.zeros(40, int)}, f"{DATA_LINE + 1}:9", "d.npz has no array named 'y'\n  hint: it holds: x, z"),
     ("", {"y": np.zeros(39, int)}, f"{DATA_LINE + 1}:9", "'y' in d.npz has 39 examples but 'x' has 40\n  hint: save "
      "one target per example"),
-    ("", {"y": np.arange(40) - 3}, f"{DATA_LINE + 1}:9", "y[0] in d.npz is -3: class labels are 0 or more\n  hint: "
-     "number the classes 0, 1, 2, ..."),
+    ("", {"y": np.arange(40) % 2 - 1}, f"{DATA_LINE + 1}:9", "y[0] in d.npz is -1: class labels are 0 or more (and 19 "
+     "more examples like it)\n  hint: number the classes 0, 1, 2, ..."),
 ])  # fmt: skip
 def test_npz_errors_are_located(tmp_path: Path, extra: str, arrays: dict, where: str, message: str) -> None:
     spec = npz_spec(tmp_path, extra, x=np.zeros((40, 3)), **arrays)
@@ -322,7 +459,9 @@ def test_spirals(tmp_path: Path) -> None:
 
 
 def test_sine(tmp_path: Path) -> None:
-    ds = load_data(make_spec(tmp_path, "source: sine\nsamples: 100\nnormalize: false\n", "[1]", model="[{linear: 1}]"))
+    spec = make_spec(tmp_path, "source: sine\nsamples: 100\nnormalize: false\nnormalize_target: false\n", "[1]",
+                     model="[{linear: 1}]", train="{loss: mse}")  # fmt: skip
+    ds = load_data(spec)
     assert ds.x_train.shape == ds.y_train.shape == (80, 1) and ds.task == "regress"
     assert -3 <= ds.x_train.min() and ds.x_train.max() <= 3
     np.testing.assert_allclose(ds.y_train, np.sin(ds.x_train), atol=1e-6)
@@ -333,6 +472,14 @@ def test_generated_shape_must_match_the_input(tmp_path: Path) -> None:
     assert problems(spec) == [f"{tmp_path / 'spec.yaml'}:4:16: error: spirals are points in the plane, shape [2] "
                               "per example, but the input's shape is [3]\n  hint: set the input's shape to "
                               "[2]"]  # fmt: skip
+
+
+def test_keys_for_other_sources_are_errors(tmp_path: Path) -> None:
+    spec = make_spec(tmp_path, "source: spirals\ncontext: 8\ntask: regress\n")
+    assert problems(spec) == [
+        f"{tmp_path / 'spec.yaml'}:{DATA_LINE + 1}:12: error: data.context is for the text source, not spirals",
+        f"{tmp_path / 'spec.yaml'}:{DATA_LINE + 2}:9: error: data.task is for the csv and npz sources, not spirals",
+    ]
 
 
 def test_keys_that_do_not_apply_are_errors(tmp_path: Path) -> None:
