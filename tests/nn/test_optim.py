@@ -9,8 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from specgrad import Tensor, TinyJit
+from specgrad import Tensor, TinyJit, dtypes
 from specgrad.nn import optim
+from specgrad.nn.state import get_state_dict, load_state_dict, safe_load, safe_save
 
 try:
     import torch
@@ -398,3 +399,175 @@ def test_long_run_matches_reference(case: tuple) -> None:
 @pytest.mark.parametrize("case", LONG_CASES, ids=[c[0] for c in LONG_CASES])
 def test_long_run_matches_reference_10k(case: tuple) -> None:
     check_long_run(case, 10_000)
+
+
+# ***** resuming: a checkpoint's optimizer state, and a jump of the step counter *****
+
+
+def adam_resumed_at(t0: int, b1: float, b2: float, device: str) -> tuple[optim.Adam, Tensor, dict]:
+    """An Adam whose state is loaded as a resume loads it (strict=False, no params), at step t0 mid-run."""
+    p = Tensor(P_START, device=device)
+    opt = optim.Adam([p], lr=1e-3, b1=b1, b2=b2)
+    m0, v0 = 0.1 * NOISE[0], NOISE[1] ** 2
+    state = {"t": Tensor(np.array(t0, np.int32)), "m.0": Tensor(m0), "v.0": Tensor(v0)}
+    assert set(state) <= set(get_state_dict(opt))
+    load_state_dict(opt, state, strict=False)
+    return opt, p, {"t": t0, "m": m0.astype(np.float64), "v": v0.astype(np.float64)}
+
+
+@pytest.mark.parametrize("t0", [10**6, 2**24 - 2], ids=["1e6", "2**24"])
+@pytest.mark.parametrize("betas", [(0.9, 0.999), (0.99, 0.99999), (0.9, 0.9999999)], ids=str)
+def test_adam_continues_at_a_large_step(device: str, t0: int, betas: tuple[float, float]) -> None:
+    """The next steps after a jump to step 10**6 (or across 2**24, where a float32 counter stops) are finite and
+    match the reference; the counter counts exactly."""
+    opt, p, st = adam_resumed_at(t0, *betas, device)
+    train_step = TinyJit(lambda noise: ((p * noise).sum().backward(), opt.step(), p.realize())[-1])
+    want = P_START.astype(np.float64)
+    for i in range(4):
+        opt.zero_grad()
+        got = train_step(Tensor(NOISE[2 + i], device=device)).numpy()
+        want = ref_adam(want, NOISE[2 + i].astype(np.float64), st, lr=1e-3, b1=betas[0], b2=betas[1])
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=0, err_msg=f"step {t0 + i + 1}")
+    assert opt.t.item() == t0 + 4 and opt.t.dtype == dtypes.int32
+
+
+def test_a_float32_step_counter_still_loads(device: str) -> None:
+    """Checkpoints written before the counter became int32 hold a float32 `t`; it loads as the same count."""
+    opt = optim.AdamW([Tensor(P_START, device=device)])
+    load_state_dict(opt, {"t": Tensor(np.array(123456, np.float32))}, strict=False)
+    assert opt.t.item() == 123456 and opt.t.dtype == dtypes.int32
+
+
+RESUME_CASES = [c for c in LONG_CASES if c[0] in ("sgd_nesterov", "sgd_wd", "adam_betas_near_1", "adamw")]
+
+
+@pytest.mark.parametrize("case", RESUME_CASES, ids=[c[0] for c in RESUME_CASES])
+def test_checkpoint_resume_is_bit_exact(device: str, case: tuple, tmp_path: Any) -> None:
+    """N steps, save (as the trainer: the optimizer's state dict without params.*), a fresh optimizer and schedule
+    loaded from the file and jumped to step N, M more steps: bit for bit the uninterrupted N + M steps."""
+    _, make, _, _, kwargs, _ = case
+
+    def run(start: int, stop: int, load: str | None) -> tuple[np.ndarray, Any]:
+        p = Tensor(P_START, device=device)
+        opt = make([p], **kwargs)
+        sched = long_schedule(opt, 200)
+        if load is not None:
+            state = safe_load(tmp_path / load)
+            p.assign(state.pop("p").to(device)).realize()
+            load_state_dict(opt, state, strict=False)
+            sched.step(epoch=start)
+        train_step = TinyJit(lambda noise: ((p * noise + p * p).sum().backward(), opt.step(), p.realize())[-1])
+        for i in range(start, stop):
+            opt.zero_grad()
+            train_step(Tensor(NOISE[i], device=device))
+            sched.step()
+        state = {k: v for k, v in get_state_dict(opt).items() if not k.startswith("params.")}
+        safe_save(state | {"p": p}, tmp_path / f"at{stop}.safetensors")
+        return p.numpy(), state
+
+    whole, whole_state = run(0, 60, None)
+    run(0, 25, None)
+    resumed, resumed_state = run(25, 60, "at25.safetensors")
+    np.testing.assert_array_equal(resumed, whole)
+    assert set(resumed_state) == set(whole_state)
+    for k in whole_state:
+        np.testing.assert_array_equal(resumed_state[k].numpy(), whole_state[k].numpy(), err_msg=k)
+
+
+# ***** lr schedules over long runs, jumps (a resume's step(epoch=k)) and large epochs *****
+
+LONG_SCHEDULES: list[tuple[str, Callable, Callable | None]] = [
+    ("constant", optim.Constant, None),
+    ("step", lambda o: optim.StepLR(o, 700, gamma=0.5), lambda o: lrs().StepLR(o, 700, gamma=0.5)),
+    ("exponential", lambda o: optim.ExponentialLR(o, 0.9995), lambda o: lrs().ExponentialLR(o, 0.9995)),
+    ("cosine", lambda o: optim.CosineAnnealingLR(o, 10_000), lambda o: lrs().CosineAnnealingLR(o, 10_000)),
+    (
+        "cosine_periodic",
+        lambda o: optim.CosineAnnealingLR(o, 300, 1e-4),
+        lambda o: lrs().CosineAnnealingLR(o, 300, 1e-4),
+    ),
+    ("warmup", lambda o: optim.LinearWarmup(o, 500), lambda o: lrs().LinearLR(o, 1 / 500, total_iters=500)),
+    ("warmup_cosine", lambda o: long_schedule(o, 10_000), lambda o: long_schedule(o, 10_000, torch_opt=True)),
+    (
+        "warmup_exponential",
+        lambda o: optim.LinearWarmup(o, 100, after=optim.ExponentialLR(o, 0.999)),
+        lambda o: lrs().SequentialLR(
+            o, [lrs().LinearLR(o, 1 / 100, total_iters=100), lrs().ExponentialLR(o, 0.999)], milestones=[100]
+        ),
+    ),
+]
+
+
+@pytest.mark.parametrize("case", LONG_SCHEDULES, ids=[c[0] for c in LONG_SCHEDULES])
+def test_schedule_matches_torch_for_10k_steps(case: tuple) -> None:
+    """torch's schedules are recursive (lr_e from lr_e-1); its cosine loses ~1e-9 relative near T_max, where
+    1 + cos cancels, so that is the tolerance. The optimizer's float32 lr is the schedule's lr, rounded once."""
+    _, make, torch_make = case
+    opt = optim.SGD([Tensor([0.0])], lr=0.1)
+    sched = make(opt)
+    got = [sched.get_lr()] + [(sched.step(), sched.get_lr())[1] for _ in range(10_000)]
+    assert opt.lr.item() == float(np.float32(got[-1]))
+    if torch is None or torch_make is None:
+        pytest.skip("torch is not installed" if torch is None else "torch has no schedule of its own for this")
+    topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    tsched = torch_make(topt)
+    want = [tsched.get_last_lr()[0]]
+    for _ in range(10_000):
+        topt.step()
+        tsched.step()
+        want.append(tsched.get_last_lr()[0])
+    np.testing.assert_allclose(got, want, rtol=5e-9, atol=1e-300)
+
+
+@pytest.mark.parametrize("case", LONG_SCHEDULES, ids=[c[0] for c in LONG_SCHEDULES])
+def test_schedule_jump_equals_stepping(case: tuple) -> None:
+    """A resume calls step(epoch=k): the same lr, in the optimizer too, as k single steps."""
+    _, make, _ = case
+    opt = optim.SGD([Tensor([0.0])], lr=0.1)
+    sched = make(opt)
+    stepped = {}
+    for k in range(1, 1201):
+        sched.step()
+        stepped[k] = (sched.get_lr(), opt.lr.item())
+    for k in (1, 2, 99, 100, 101, 299, 300, 301, 499, 500, 700, 1200):
+        jopt = optim.SGD([Tensor([0.0])], lr=0.1)
+        jumped = make(jopt)
+        jumped.step(epoch=k)
+        assert (jumped.get_lr(), jopt.lr.item()) == stepped[k], f"epoch {k}"
+
+
+def mp_lr(name: str, e: int) -> float:
+    """The LONG_SCHEDULES lr at epoch e to 40 digits (mpmath; constants as the binary floats they are)."""
+    import mpmath
+
+    mp, f = mpmath.mp.clone(), mpmath.mpf
+    mp.dps = 40
+
+    def cosine(e: int, t: int, eta: float) -> Any:
+        return f(eta) + (f(0.1) - f(eta)) * (1 + mp.cos(mp.pi * e / t)) / 2
+
+    def warmup(e: int, w: int, after: Callable[[int], Any]) -> Any:
+        return f(0.1) * (f(1) / w + (1 - f(1) / w) * e / w) if e < w else after(e - w)
+
+    table = {
+        "constant": lambda: f(0.1),
+        "step": lambda: f(0.1) * f(0.5) ** (e // 700),
+        "exponential": lambda: f(0.1) * f(0.9995) ** e,
+        "cosine": lambda: cosine(e, 10_000, 0.0),
+        "cosine_periodic": lambda: cosine(e, 300, 1e-4),
+        "warmup": lambda: warmup(e, 500, lambda e: f(0.1)),
+        "warmup_cosine": lambda: warmup(e, 100, lambda e: cosine(e, 9_900, 0.0)),
+        "warmup_exponential": lambda: warmup(e, 100, lambda e: f(0.1) * f(0.999) ** e),
+    }
+    return float(table[name]())
+
+
+@pytest.mark.parametrize("case", LONG_SCHEDULES, ids=[c[0] for c in LONG_SCHEDULES])
+def test_schedule_is_exact_at_large_epochs(case: tuple) -> None:
+    """lr_at to a few float64 ulps at any epoch, also 10**9 (a cosine's angle is reduced in integers first)."""
+    pytest.importorskip("mpmath")
+    name, make, _ = case
+    sched = make(optim.SGD([Tensor([0.0])], lr=0.1))
+    epochs = [0, 1, 99, 100, 299, 300, 9_899, 9_900, 9_999, 10_000, 10**6 + 1, 10**9 + 7, 2**31 - 1]
+    got, want = [sched.lr_at(e) for e in epochs], [mp_lr(name, e) for e in epochs]
+    np.testing.assert_allclose(got, want, rtol=1e-14, atol=1e-300)
