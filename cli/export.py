@@ -3,11 +3,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
-from specgrad.cli.run import load_model
+from specgrad.cli.run import guess_task, load_model
 
 from specgrad import Device
 from specgrad.device import DeviceUnavailable
@@ -28,23 +27,27 @@ def export(spec_path: Path, weights: Path, fmt: str, out: Path, overrides: list[
         if fmt == "c":
             Device.DEFAULT = "CLANG"  # NOTE: the C export is made of CLANG kernels: the weights must live there
         model, meta = load_model(spec, weights)
+        # NOTE: the exports compute what run computes; for weights that do not name their task, run guesses it
+        served = {**meta, "task": meta.get("task") or guess_task(spec)}
         if not out.parent.is_dir():
             raise SpecError.at(None, f"--out {out}: the folder {out.parent} does not exist")
         if fmt == "safetensors":
             safe_save(get_state_dict(model), out, metadata={**meta, "spec_hash": spec_hash(spec.values)})
             typer.echo(f"wrote {out}")
         elif fmt == "onnx":
-            from specgrad.spec.export.onnx import export_onnx
+            from specgrad.spec.export.onnx import OUTPUTS, export_onnx
 
-            export_onnx(spec, model, out)
-            typer.echo(f"wrote {out} (ONNX; checked with onnx.checker)")
+            export_onnx(spec, model, out, meta=served)
+            typer.echo(f"wrote {out} (ONNX, outputs {', '.join(OUTPUTS[served['task']])}; checked with onnx.checker)")
         else:
             from specgrad.spec.export.c import export_c
+            from specgrad.spec.export.onnx import OUTPUTS
 
-            header = export_c(spec, model, out, json.loads(meta.get("normalization", "{}")))
+            header = export_c(spec, model, out, served)
+            printed = OUTPUTS[served["task"]][-1]
             typer.echo(f"wrote {out} and {header}; build a command-line runner with\n"
                        f"  cc -O2 -DSPECGRAD_MAIN {out} -o {out.with_suffix('')} -lm\n"
-                       f"(it reads examples as numbers on stdin and prints one output line each)")  # fmt: skip
+                       f"(it reads examples as numbers on stdin and prints their {printed}, a line each)")  # fmt: skip
     except SpecError as e:
         typer.echo(str(e), err=True)
         raise typer.Exit(1) from None

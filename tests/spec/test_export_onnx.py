@@ -3,6 +3,7 @@ with the specgrad model on the same inputs; errors name what cannot be exported.
 
 from __future__ import annotations
 
+import json
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -77,6 +78,20 @@ model:
     - {name: attn, layer: self_attention, heads: 2, from: pos}
     - {name: norm, layer: layernorm, eps: 0.01, from: attn}
   outputs: [rows, cols, mixed, scaled, halfout, norm]
+"""
+
+
+RESERVED_SPEC = """
+specgrad: 1
+name: reserved-names
+inputs:
+  x: {shape: [3]}
+model:
+  graph:
+    - {name: logits, layer: linear, out: 4, from: x}
+    - {name: probabilities, layer: tanh, from: logits}
+    - {name: scores, layer: linear, out: 5, from: probabilities}
+  outputs: [scores]
 """
 
 
@@ -179,3 +194,59 @@ def test_bad_opset_and_missing_onnx(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(RuntimeError, match=r"pip install 'specgrad\[onnx\]'"):
         export_onnx(spec, model, tmp_path / "model.onnx")
+
+
+def test_a_classifier_standardizes_its_input_and_names_its_outputs(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, RESERVED_SPEC)  # NOTE: inner values named like the outputs are renamed in the graph
+    model = build_model(spec)
+    stats = {"mean": [1.0, -2.0, 3.0], "std": [2.0, 0.5, 8.0]}
+    meta = {"task": "classify", "normalization": json.dumps(stats), "class_names": json.dumps(list("abcde"))}
+    export_onnx(spec, model, tmp_path / "model.onnx", meta=meta)
+    proto = onnx.load(str(tmp_path / "model.onnx"))
+    props = {p.key: p.value for p in proto.metadata_props}
+    assert props == {
+        "task": "classify",
+        "normalization": meta["normalization"],
+        "class_names": '["a", "b", "c", "d", "e"]',
+    }
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    assert [o.name for o in session.get_outputs()] == ["logits", "probabilities"]
+    x = 5 * np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    logits, probs = session.run(None, {"x": x})
+    want = model(Tensor((x - np.float32(stats["mean"])) / np.float32(stats["std"]))).numpy()
+    np.testing.assert_allclose(logits, want, rtol=1e-5, atol=1e-6)
+    e = np.exp(want.astype(np.float64) - want.max(-1, keepdims=True))
+    np.testing.assert_allclose(probs, e / e.sum(-1, keepdims=True), rtol=1e-5, atol=1e-6)
+
+
+def test_a_regression_reports_the_target_units_and_tokens_stay_ids(tmp_path: Path) -> None:
+    spec = validate_file(next(p for p in SPECS if p.stem == "house_prices"))
+    model = build_model(spec)
+    meta = {"task": "regress", "normalization": "{}", "target_normalization": '{"mean": 7.5, "std": [3.0]}'}
+    _, got = _run(spec, model, tmp_path / "model.onnx", meta, np.ones((2, 4), np.float32))
+    np.testing.assert_allclose(got["prediction"], model(Tensor(np.ones((2, 4), np.float32))).numpy() * 3 + 7.5,
+                               rtol=1e-6)  # fmt: skip
+    lm = validate_file(next(p for p in SPECS if p.stem == "char_gpt"))
+    tokens = np.arange(128, dtype=np.int32).reshape(2, 64)
+    meta = {"task": "language", "normalization": '{"mean": 100.0, "std": 1.0}'}  # NOTE: run leaves token ids alone
+    lm_model = build_model(lm)
+    props, got = _run(lm, lm_model, tmp_path / "lm.onnx", meta, tokens)
+    np.testing.assert_allclose(got["logits"], lm_model(Tensor(tokens)).numpy(), rtol=1e-4, atol=1e-5)
+    assert got["probabilities"].shape == (2, 64, 128) and np.allclose(got["probabilities"].sum(-1), 1, atol=1e-5)
+    assert props["task"] == "language" and "class_names" not in props
+
+
+def _run(spec: ValidSpec, model: Model, path: Path, meta: dict, x: np.ndarray) -> tuple[dict, dict]:
+    export_onnx(spec, model, path, meta=meta)
+    props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return props, dict(zip([o.name for o in session.get_outputs()], session.run(None, {next(iter(spec.inputs)): x})))
+
+
+def test_unknown_task_and_several_outputs_are_errors(tmp_path: Path) -> None:
+    spec = validate_file(SPECS[-1])
+    with pytest.raises(ValueError, match="names the task 'segment'"):
+        export_onnx(spec, build_model(spec), tmp_path / "model.onnx", meta={"task": "segment"})
+    graph = _spec(tmp_path, GRAPH_SPEC)
+    with pytest.raises(ValueError, match="a classify export needs one input and one output"):
+        export_onnx(graph, build_model(graph), tmp_path / "model.onnx", meta={"task": "classify"})

@@ -1,8 +1,11 @@
 """Export a model as self-contained C: the CLANG kernels TinyJit captured for one forward pass, the weights as
-arrays, and a forward function that calls the kernels in order. No Python is needed to run it.
+arrays, and a forward function that calls the kernels in order. No Python is needed to run it. Given the weights'
+metadata (a task), the forward function computes what `specgrad run` computes, as the ONNX export does: it standardizes
+the input, and its outputs are `logits` and `probabilities` (classify, language) or `prediction` (regress, in the
+target's units); without a task its one output is the model's own.
 
-Imports the public API (Tensor, TinyJit, Device) and spec.builder/spec.validate; kernel sources come from the
-captured runners, never from driving codegen.
+Imports the public API (Tensor, TinyJit, Device), spec.builder/spec.validate and the ONNX export's RunContract (which
+imports onnx only when exporting); kernel sources come from the captured runners, never from driving codegen.
 """
 
 from __future__ import annotations
@@ -18,27 +21,41 @@ from specgrad.helpers import atomic_write
 from specgrad.realize import ExecItem
 from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, PARALLEL_GLOBAL
 from specgrad.spec.builder import Model
+from specgrad.spec.export.onnx import RunContract, contract_from_meta
 from specgrad.spec.validate import ValidSpec
 
 MAIN = """
 #ifdef SPECGRAD_MAIN
 #include <stdio.h>
-/* Reads examples from stdin as whitespace-separated numbers (IN_SIZE per example) and prints each output. */
+/* Reads examples from stdin as whitespace-separated numbers (IN_SIZE per example) and prints each example's
+   {printed} on one line. */
 int main(void) {{
   static {in_type} x[{name}_IN_SIZE];
-  static {out_type} y[{name}_OUT_SIZE];
+  static {out_type} {outs};
   for (;;) {{
     for (int i = 0; i < {name}_IN_SIZE; i++) {{
       double v;
       if (scanf("%lf", &v) != 1) return i == 0 ? 0 : 1;
       x[i] = ({in_type})v;
     }}
-    {name}_forward(x, y);
-    for (int i = 0; i < {name}_OUT_SIZE; i++) printf(i ? " %.9g" : "%.9g", (double)y[i]);
+    {name}_forward(x, {args});
+    for (int i = 0; i < {name}_OUT_SIZE; i++) printf(i ? " %.9g" : "%.9g", (double){printed}[i]);
     printf("\\n");
   }}
 }}
 #endif
+"""
+
+SOFTMAX = """
+/* The softmax of each row, in double precision as `specgrad run` computes it. */
+static void softmax_rows(const float* x, float* p, int rows, int width) {
+  for (int r = 0; r < rows; r++, x += width, p += width) {
+    double m = x[0], s = 0;
+    for (int i = 1; i < width; i++) m = x[i] > m ? x[i] : m;
+    for (int i = 0; i < width; i++) s += exp((double)x[i] - m);
+    for (int i = 0; i < width; i++) p[i] = (float)(exp((double)x[i] - m) / s);
+  }
+}
 """
 
 
@@ -80,14 +97,19 @@ def _array(values: np.ndarray, ctype: str) -> str:
     return "{\n  " + ",\n  ".join(lines) + "\n}"
 
 
-def export_c(spec: ValidSpec, model: Model, c_path: Path, stats: dict | None = None) -> Path:
-    """Write <name>.c and <name>.h beside it; returns the header's path. `stats` (the training split's mean and
-    std, as `specgrad run` applies them) are applied to the input inside the forward function."""
+def export_c(spec: ValidSpec, model: Model, c_path: Path, meta: dict[str, str] | None = None) -> Path:
+    """Write <name>.c and <name>.h beside it; returns the header's path. `meta` (the weights' metadata, with the task)
+    adds what `specgrad run` applies around the model: the training split's mean and std on the input, and the
+    softmax or the target's units on the output."""
     Device["CLANG"]  # NOTE: the export is made of CLANG kernels: fail early, with the reason, without a compiler
+    contract = contract_from_meta(spec, meta)
     items, inp, out = _capture(spec, model)
     name = re.sub(r"\W", "_", str(spec.values["name"])).strip("_") or "model"
+    in_type, out_type = C_DIALECT.storage_type(inp.dtype), C_DIALECT.storage_type(out.dtype)
+    outs = contract.outputs or ("output",)
     written = {id(i.bufs[0]) for i in items}
-    names: dict[int, str] = {id(inp): "input", id(out): "output"}
+    names: dict[int, str] = {id(inp): "normalized" if contract.norm else "input",
+                             id(out): "model_out" if contract.target else outs[0]}  # fmt: skip
     headers: list[str] = []
     kernels, calls, arrays = [], [], []
     for k, item in enumerate(items):
@@ -106,27 +128,45 @@ def export_c(spec: ValidSpec, model: Model, c_path: Path, stats: dict | None = N
                 values = b.numpy().view(np.uint16) if b.dtype.name == "float16" else b.numpy()
                 arrays.append(f"static const {ctype} {names[id(b)]}[{max(b.size, 1)}] = {_array(values, ctype)};")
         calls.append(f"  kernel{k}({', '.join(names[id(b)] for b in item.bufs)});")
-    in_type, out_type = C_DIALECT.storage_type(inp.dtype), C_DIALECT.storage_type(out.dtype)
-    prologue = []
-    if stats and "mean" in stats and in_type == "float":
-        mean = np.broadcast_to(np.asarray(stats["mean"], np.float32), spec.inputs[next(iter(spec.inputs))][0]).reshape(
-            -1
-        )
-        std = np.broadcast_to(np.asarray(stats["std"], np.float32), mean.shape).reshape(-1)
-        arrays += [f"static const float norm_mean[{mean.size}] = {_array(mean, 'float')};",
-                   f"static const float norm_std[{std.size}] = {_array(std, 'float')};",
-                   f"static float normalized[{mean.size}];"]  # fmt: skip
-        prologue = [f"  for (int i = 0; i < {mean.size}; i++) normalized[i] = (input[i] - norm_mean[i]) / norm_std[i];"]
-        calls = [c.replace("(input", "(normalized").replace(", input", ", normalized") for c in calls]
-    upper = name.upper()
+    before, after, more = _around(contract, spec, in_type, out_type, out.size)
+    out_types = [out_type if o in ("output", "logits") else "float" for o in outs]
+    signature = (
+        f"void {name}_forward(const {in_type}* input, {', '.join(f'{t}* {o}' for t, o in zip(out_types, outs))})"
+    )
     h = (f"/* {spec.values['name']}: generated by specgrad export; one example per call. */\n"
-         f"#define {name}_IN_SIZE {inp.size}\n#define {name}_OUT_SIZE {out.size}\n"
-         f"void {name}_forward(const {in_type}* input, {out_type}* output);\n")  # fmt: skip
-    guard = f"SPECGRAD_{upper}_H"
+         f"#define {name}_IN_SIZE {inp.size}\n#define {name}_OUT_SIZE {out.size}\n{signature};\n")  # fmt: skip
+    guard = f"SPECGRAD_{name.upper()}_H"
     h_path = c_path.with_suffix(".h")
-    c = "\n".join([*headers, f'#include "{h_path.name}"', *kernels, *arrays,
-                   f"void {name}_forward(const {in_type}* input, {out_type}* output) {{", *prologue, *calls, "}",
-                   MAIN.format(name=name, in_type=in_type, out_type=out_type)])  # fmt: skip
+    main = MAIN.format(name=name, in_type=in_type, out_type=out_type if outs == ("output",) else "float",
+                       outs=", ".join(f"{o}[{name}_OUT_SIZE]" for o in outs), args=", ".join(outs),
+                       printed=outs[-1])  # fmt: skip
+    c = "\n".join([*headers, "#include <math.h>", f'#include "{h_path.name}"', *kernels, *arrays, *more,
+                   f"{signature} {{", *before, *calls, *after, "}", main])  # fmt: skip
     atomic_write(h_path, f"#ifndef {guard}\n#define {guard}\n{h}#endif\n".encode())
     atomic_write(c_path, c.encode())
     return h_path
+
+
+def _around(c: RunContract, spec: ValidSpec, in_type: str, out_type: str, size: int) -> tuple[list, list, list]:
+    """(C lines before the kernel calls, lines after them, file-level definitions) for what `specgrad run` applies
+    around the model: the input standardized into `normalized`, the output's softmax or target units."""
+    if (c.norm and in_type != "float") or ((c.target or c.task in ("classify", "language")) and out_type != "float"):
+        raise ValueError(f"the C export applies the training statistics and the softmax to float32 values only; "
+                         f"this model takes {in_type} and gives {out_type}")  # fmt: skip
+    before, after, more = [], [], []
+    if c.norm:
+        n = c.norm["mean"].size
+        more += [f"static const float norm_mean[{n}] = {_array(c.norm['mean'], 'float')};",
+                 f"static const float norm_std[{n}] = {_array(c.norm['std'], 'float')};",
+                 f"static float normalized[{n}];"]  # fmt: skip
+        before = [f"  for (int i = 0; i < {n}; i++) normalized[i] = (input[i] - norm_mean[i]) / norm_std[i];"]
+    if c.target:
+        more += [f"static const float target_mean[{size}] = {_array(c.target['mean'], 'float')};",
+                 f"static const float target_std[{size}] = {_array(c.target['std'], 'float')};",
+                 f"static float model_out[{size}];"]  # fmt: skip
+        after = [f"  for (int i = 0; i < {size}; i++) prediction[i] = model_out[i] * target_std[i] + target_mean[i];"]
+    if c.task in ("classify", "language"):
+        width = spec.output_shape(spec.outputs[0])[-1]
+        more.append(SOFTMAX)
+        after = [f"  softmax_rows(logits, probabilities, {size // width}, {width});"]
+    return before, after, more

@@ -1,13 +1,19 @@
-"""Export a built spec model as an ONNX graph: a graph input per spec input (batch axis "batch"), an output per spec
-output, the model's tensors as float32 initializers named by their state-dict keys, and nodes for each step.
+"""Export a built spec model as an ONNX graph that computes what `specgrad run` computes: a graph input per spec
+input (batch axis "batch"), the model's tensors as float32 initializers named by their state-dict keys, and nodes for
+each step. Given the weights' metadata (a task), the graph also standardizes a float input with the training statistics
+and ends in named outputs: "logits" and "probabilities" (softmax over the last axis) for a classifier or a language
+model, "prediction" (in the target's units) for a regression; the task, class names and statistics go into the
+model's metadata_props. Without a task the outputs are the spec's, as the model computes them.
 
 Imports numpy, nn.state and spec (errors, graph, layers, builder, validate); onnx inside export_onnx (optional).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,32 +28,134 @@ from specgrad.spec.layers import ACTIVATIONS
 from specgrad.spec.validate import ValidSpec
 
 MIN_OPSET = 17  # NOTE: LayerNormalization arrived in opset 17
+TASKS = ("classify", "regress", "language")
+OUTPUTS = {"classify": ("logits", "probabilities"), "language": ("logits", "probabilities"), "regress": ("prediction",)}
 
 
-def export_onnx(spec: ValidSpec, model: Model, path: Path, opset: int = 17) -> None:
-    """Write `model` (built from `spec`) to `path` as a checked ONNX model, atomically; inference behaviour only."""
+@dataclass(frozen=True)
+class RunContract:
+    """What `specgrad run` applies around the model, read from the weights' metadata: (x - mean) / std on a float
+    input before it, and after it the softmax probabilities (classify, language) or y * std + mean (regress)."""
+
+    task: str | None = None  # None: the model's own outputs, nothing around them
+    norm: dict[str, np.ndarray] = field(default_factory=dict)  # "mean", "std" as the input's shape; empty: none
+    target: dict[str, np.ndarray] = field(default_factory=dict)  # "mean", "std" as the output's shape; empty: none
+    class_names: tuple[str, ...] = ()
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return OUTPUTS[self.task] if self.task else ()
+
+
+def contract_from_meta(spec: ValidSpec, meta: dict[str, str] | None) -> RunContract:
+    """The contract in the metadata `specgrad train` writes (task, normalization, target_normalization, class_names);
+    a ValueError names a key that does not fit the spec's model."""
+    if not meta or not meta.get("task"):
+        return RunContract()
+    task = meta["task"]
+    if task not in TASKS:
+        raise ValueError(f"the weights' metadata names the task '{task}'; the exports know {', '.join(TASKS)}")
+    if len(spec.inputs) != 1 or len(spec.outputs) != 1:
+        raise ValueError(f"a {task} export needs one input and one output, but {spec.path} has inputs "
+                         f"{', '.join(spec.inputs)} and outputs {', '.join(spec.outputs)}")  # fmt: skip
+    ((in_shape, dtype),) = spec.inputs.values()
+    out_shape = spec.output_shape(spec.outputs[0])
+    norm = _stats(meta, "normalization", in_shape) if dtype.startswith("float") else {}  # NOTE: token ids stay ids
+    target = _stats(meta, "target_normalization", out_shape) if task == "regress" else {}
+    names: tuple[str, ...] = ()
+    if task == "classify":
+        names = tuple(_json(meta, "class_names", None) or (str(k) for k in range(out_shape[-1])))
+        if len(names) != out_shape[-1] or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"the weights' class_names must be {out_shape[-1]} strings, one per output, got "
+                             f"{meta['class_names'][:80]}")  # fmt: skip
+    return RunContract(task, norm, target, names)
+
+
+def _json(meta: dict[str, str], key: str, default: Any) -> Any:
+    try:
+        return json.loads(meta[key]) if meta.get(key) else default
+    except json.JSONDecodeError as e:
+        raise ValueError(f"the weights' metadata '{key}' is not valid JSON ({e})") from None
+
+
+def _stats(meta: dict[str, str], key: str, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+    """{"mean", "std"} from the metadata, each as float32 of `shape`; {} when the metadata has none."""
+    stats = _json(meta, key, {})
+    if not stats:
+        return {}
+    try:
+        return {
+            k: np.ascontiguousarray(np.broadcast_to(np.asarray(stats[k], np.float32), shape)) for k in ("mean", "std")
+        }
+    except (KeyError, ValueError, TypeError) as e:
+        raise ValueError(f"the weights' {key} ({meta[key][:80]}) does not fit the shape {list(shape)}: "
+                         f"{type(e).__name__} {e}") from None  # fmt: skip
+
+
+def export_onnx(spec: ValidSpec, model: Model, path: Path, opset: int = 17, meta: dict[str, str] | None = None) -> None:
+    """Write `model` (built from `spec`) to `path` as a checked ONNX model, atomically; inference behaviour only.
+    `meta` (the weights' metadata, with the task) adds what `specgrad run` applies around the model."""
     onnx = _import_onnx()
     if not MIN_OPSET <= opset <= onnx.defs.onnx_opset_version():
         raise ValueError(f"ONNX export supports opsets {MIN_OPSET} to {onnx.defs.onnx_opset_version()}, got {opset}")
     if len(model.steps) != len(spec.steps):
         raise ValueError(f"the model has {len(model.steps)} steps but the spec {spec.path} has {len(spec.steps)}: "
                          f"was it built from this spec?")  # fmt: skip
+    contract = contract_from_meta(spec, meta)
     g = _Graph(onnx, get_state_dict(model), opset)
     h = onnx.helper
     inputs = []
     for name, (shape, dtype) in spec.inputs.items():
+        if name in contract.outputs:
+            raise ValueError(f"the input '{name}' has the name of an output of a {contract.task} export")
         g.types[name] = h.np_dtype_to_tensor_dtype(np.dtype(dtype))
         inputs.append(h.make_tensor_value_info(name, g.types[name], ["batch", *shape]))
+        if contract.norm:
+            g.scope = name
+            g.values[name] = _standardize(g, name, contract.norm)
+    g.values.update({s.name: f"{s.name}/value" for s in spec.steps if s.name in contract.outputs})
     for i, step in enumerate(spec.steps):
         g.scope = step.name
         _export_step(g, step, f"steps.{i}.1.")  # NOTE: Model.steps holds (name, layer) pairs: key steps.<i>.1.<attr>
-    outputs = [h.make_tensor_value_info(o, g.types[o], ["batch", *spec.output_shape(o)]) for o in spec.outputs]
+    ends = _finish(g, spec, contract) if contract.task else [(o, spec.output_shape(o)) for o in spec.outputs]
+    outputs = [h.make_tensor_value_info(o, g.types[o], ["batch", *shape]) for o, shape in ends]
     graph = h.make_graph(g.nodes, spec.values.get("name") or "specgrad", inputs, outputs, list(g.inits.values()))
     opsets = [h.make_opsetid("", opset)]
     proto = h.make_model(graph, opset_imports=opsets, producer_name="specgrad")
     proto.ir_version = h.find_min_ir_version_for(opsets)  # NOTE: the oldest IR that works, for older runtimes
+    if contract.task:
+        h.set_model_props(proto, _props(contract, meta or {}))
     onnx.checker.check_model(proto, full_check=True)
     atomic_write(Path(path), proto.SerializeToString())
+
+
+def _standardize(g: _Graph, x: str, stats: dict[str, np.ndarray]) -> str:
+    """(x - mean) / std in float32, as `specgrad run` prepares a float input; cast back when x is not float32."""
+    y = g.node("Div", g.node("Sub", g.to_float(x), g.const(stats["mean"])), g.const(stats["std"]))
+    return y if g.types[x] == g.float32 else g.node("Cast", y, to=g.types[x], dtype=g.types[x])
+
+
+def _finish(g: _Graph, spec: ValidSpec, c: RunContract) -> list[tuple[str, tuple[int, ...]]]:
+    """The task's named outputs after the model's one output: (value name, shape without the batch axis)."""
+    g.scope, o = "output", spec.outputs[0]
+    y, shape = g.to_float(g.values.get(o, o)), spec.output_shape(o)
+    if c.task in ("classify", "language"):
+        g.node("Softmax", g.node("Identity", y, out="logits"), out="probabilities", axis=-1)
+    elif c.target:
+        g.node("Add", g.node("Mul", y, g.const(c.target["std"])), g.const(c.target["mean"]), out="prediction")
+    else:
+        g.node("Identity", y, out="prediction")
+    return [(name, shape) for name in c.outputs]
+
+
+def _props(c: RunContract, meta: dict[str, str]) -> dict[str, str]:
+    """metadata_props: the task, the statistics as the weights hold them, and the class names of a classifier."""
+    props = {"task": str(c.task), "normalization": meta.get("normalization") or "{}"}
+    if c.task == "regress":
+        props["target_normalization"] = meta.get("target_normalization") or "{}"
+    if c.task == "classify":
+        props["class_names"] = json.dumps(list(c.class_names))
+    return {**props, **{k: meta[k] for k in ("name", "spec_hash") if meta.get(k)}}
 
 
 def _import_onnx() -> Any:
@@ -67,6 +175,7 @@ class _Graph:
         self.inits: dict[str, Any] = {}
         self.types: dict[str, int] = {}
         self.consts: dict[tuple, str] = {}
+        self.values: dict[str, str] = {}  # a spec value's graph name where it differs (a standardized input, ...)
         self.scope = ""
 
     @property
@@ -115,10 +224,11 @@ def _export_step(g: _Graph, s: Step, prefix: str) -> None:
     if s.what not in table:
         raise SpecError.at(s.loc, f"{_words(s)} cannot be exported to ONNX: there is no ONNX form for {s.kind} "
                                   f"'{s.what}'", f"exportable {s.kind}s: {', '.join(table)}")  # fmt: skip
+    srcs, out = [g.values.get(x, x) for x in s.srcs], g.values.get(s.name, s.name)
     if s.kind == "layer":
-        table[s.what](g, s, prefix, s.srcs[0], s.name)
+        table[s.what](g, s, prefix, srcs[0], out)
     else:
-        table[s.what](g, s, list(s.srcs), s.name)
+        table[s.what](g, s, srcs, out)
 
 
 # *** layers: (graph, step, state-key prefix, input value, output value) ***
