@@ -10,6 +10,9 @@ import platform
 import shutil
 import subprocess
 import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
 
 import numpy as np
@@ -161,7 +164,7 @@ def gpu_ctx() -> ops_gpu.CLContext:
 
 def test_gpu_uses_the_width_its_probe_proves() -> None:
     ctx = gpu_ctx()
-    widths = tuple(w for w in PROBE_WIDTHS if w <= max(int(ctx.device.preferred_vector_width_float), 4))
+    widths = ops_gpu.probe_widths(ctx)
     results, conclusive = ops_gpu.run_probes(ctx, widths)
     assert conclusive and 4 in results, "float4 should build and run on any OpenCL device"
     assert Device["GPU"].opts.vector_bytes == 4 * proven_width(widths, ctx.has_fp64, results)
@@ -185,3 +188,30 @@ print(Device["GPU"].opts.vector_bytes, bt.grad.numpy().tolist())
     w = np.random.default_rng(1).standard_normal((16, 3, 3, 3)).astype(np.float32)
     out = np.einsum("bchwij,ocij->bohw", np.lib.stride_tricks.sliding_window_view(x, (3, 3), axis=(2, 3)), w)
     np.testing.assert_array_equal(json.loads(grad), (out > 0).sum(axis=(0, 2, 3)))  # NOTE: relu's gradient, summed
+
+
+def test_opencl_builds_run_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PoCL crashed (SIGSEGV) building programs on several compile threads at once: builds take the context's lock."""
+    if ops_gpu.cl is None:
+        pytest.skip("pyopencl not installed")
+    active, most = [0], [0]
+
+    class Program:
+        def __init__(self, context: object, src: str) -> None:
+            pass
+
+        def build(self) -> Program:
+            active[0] += 1
+            most[0] = max(most[0], active[0])
+            time.sleep(0.02)
+            active[0] -= 1
+            return self
+
+        def get_info(self, what: object) -> list[bytes]:
+            return [b"binary"]
+
+    monkeypatch.setattr(ops_gpu.cl, "Program", Program)
+    ctx = SimpleNamespace(context=None, name="fake", build_lock=threading.Lock())
+    with ThreadPoolExecutor(4) as pool:
+        assert list(pool.map(lambda src: ops_gpu.compile_cl(ctx, src), ["a", "b", "c", "d"])) == [b"binary"] * 4
+    assert most[0] == 1

@@ -26,9 +26,6 @@ from specgrad.shape.symbolic import Variable, sym_infer
 # -ffp-contract=off keeps a*b+c two roundings, as numpy computes it; -fwrapv makes signed overflow wrap, as the
 # kernels (and numpy) expect. -march comes from the CPU_TARGET flag (target_flags).
 CFLAGS = ("-shared", "-fPIC", "-O2", "-fno-math-errno", "-ffp-contract=off", "-fwrapv", "-pthread")
-# the instruction sets kernels use, by the macro a compiler predefines when its target has them: a forced target must
-# not need one that -march=native lacks
-ISA_MACROS = ("__SSE2__", "__AVX__", "__AVX2__", "__FMA__", "__AVX512F__", "__ARM_NEON", "__ARM_FEATURE_FMA")
 INSTALL_HINT = "install clang (apt-get install clang) or gcc, or point the CC flag at a C compiler"
 
 
@@ -91,7 +88,10 @@ def target_vector_bytes(macros: frozenset[str]) -> int:
 def check_target(path: str, target: str) -> frozenset[str]:
     """The target's macros, once it is proven to need no instruction set this CPU lacks (that would be SIGILL)."""
     macros = target_macros(path, target)
-    if target != "native" and (missing := sorted((macros - target_macros(path, "native")) & set(ISA_MACROS))):
+    if target == "native":
+        return macros
+    # NOTE: instruction sets are the upper-case macros (__AVX512F__, __ARM_NEON); CPU names are lower-case (__znver3__)
+    if missing := sorted(m for m in macros - target_macros(path, "native") if m[2:3].isupper()):
         raise DeviceUnavailable(f"CPU_TARGET={target} needs {', '.join(missing)}, which -march=native here lacks")
     return macros
 

@@ -249,12 +249,16 @@ def run_probes(ctx: CLContext, widths: tuple[int, ...]) -> tuple[dict[int, Any],
     return ret, res.returncode <= 0
 
 
-def vector_width(ctx: CLContext) -> int:
-    """Float lanes for the GPU device's vectors: float4 at least where the device proves it (memory transactions),
-    wider up to what it prefers (a CPU under PoCL) or what CL_VECTOR_WIDTH asks for; each proven by the probe."""
+def probe_widths(ctx: CLContext) -> tuple[int, ...]:
+    """The widths worth proving: float4 at least (memory transactions), wider up to what the device prefers (a CPU
+    under PoCL), or up to what CL_VECTOR_WIDTH asks for."""
     asked = int(CL_VECTOR_WIDTH) or max(int(ctx.device.preferred_vector_width_float), 4)
-    widths = tuple(w for w in PROBE_WIDTHS if w <= asked)
-    if not widths:
+    return tuple(w for w in PROBE_WIDTHS if w <= asked)
+
+
+def vector_width(ctx: CLContext) -> int:
+    """Float lanes for the GPU device's vectors: the widest of probe_widths that the probe proves, else 1."""
+    if not (widths := probe_widths(ctx)):
         return 1
     key_src = f"{ctx.identity}\n{cl.VERSION}\n{widths}\n" + "\n".join(probe_source(w, ctx.has_fp64) for w in widths)
     cache, key = DiskCache("opencl-widths"), hashlib.sha256(key_src.encode()).hexdigest()
