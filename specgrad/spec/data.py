@@ -30,7 +30,7 @@ from specgrad.spec.errors import Location, Problem, SpecError
 from specgrad.spec.loader import YNode
 from specgrad.spec.resolve import resolve
 from specgrad.spec.schema import did_you_mean
-from specgrad.spec.validate import DATA, ValidSpec
+from specgrad.spec.validate import DATA, TRAIN, ValidSpec
 
 DEFAULT_VOCAB = 128  # NOTE: characters are their code points; ASCII unless the model's embedding says otherwise
 MAX_PROBLEMS = 10  # problems of one kind (cells, characters) reported at once; the rest are counted
@@ -271,7 +271,7 @@ def _loss_problem(src: _Source, target: _Target) -> Problem | None:
     if loss == want:
         return None
     loc = src.written("train", "loss") or src.near("target" if src.given("target") else "source")
-    default = "" if src.written("train", "loss") else " (the default)"
+    default = " (the default)" if src.node("train", "loss") is None and loss == TRAIN.fields["loss"].default else ""
     if target.task == "regress":
         hint = "use loss: mse" + ("; if the numbers are class labels 0, 1, 2, ..., set data.task: classify"
                                   if target.settable else "")  # fmt: skip

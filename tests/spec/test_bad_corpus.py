@@ -1,5 +1,6 @@
 """The corpus of bad specs in tests/spec/bad/, through the command line: each exits 1 with no traceback, and its
-first error is the one its `# error:` line names, at that line:col."""
+first error is the one its `# error:` line names, at that line:col (in the spec, or in another file it names: a base
+spec, or a data file beside it)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ BAD = sorted((Path(__file__).resolve().parent / "bad").glob("*.yaml"))
 
 def expected(path: Path) -> tuple[str | None, str, str]:
     text = path.read_bytes().decode("utf-8", errors="replace")
-    match = re.search(r"# error: (?:([^\s:]+\.yaml):)?(\d+:\d+): (.*)", text)
+    match = re.search(r"# error: (?:([^\s:]+\.(?:yaml|csv)):)?(\d+:\d+): (.*)", text)
     assert match, f"{path.name} has no '# error: LINE:COL: message' line"
     return match.group(1), match.group(2), match.group(3)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from specgrad.cli.main import app
 from typer.testing import CliRunner
@@ -287,3 +288,94 @@ def test_long_error_lists_are_cut_with_a_count(tmp_path: Path) -> None:
         and result.output.count("unknown key") == 50
         and "... and 10 more problems" in result.output
     )
+
+
+# *** the data contract: validate reads the data and checks it against the model and the loss ***
+
+DIGITS = GOOD + "data: {source: digits}\n"
+CSV_SPEC = """\
+specgrad: 1
+name: c
+input: {shape: [2]}
+model: [{linear: 3}]
+data: {source: csv, path: d.csv, target: y, batch_size: 2}
+"""
+NPZ_SPEC = CSV_SPEC.replace("source: csv, path: d.csv, target: y", "source: npz, path: d.npz")
+LABELS = "a,b,y\n" + "".join(f"{i},{2 * i},{i % 3}\n" for i in range(12))
+TASK = "batch_size: 2, task: classify}"
+
+# (name, spec text, data files, the first line of the output: "FILE:line:col: error: ..." up to its end or a hint)
+DATA_BAD = [
+    ("output width vs classes", DIGITS.replace("linear: 10", "linear: 7"), {},
+     "bad.yaml:6:5: error: the model's output has 7 values per example, one per class, but the digit labels hold 10 "
+     "classes (0, 1, 2, 3, 4, ...)"),
+    ("mse on class labels", DIGITS + "train: {loss: mse}\n", {},
+     "bad.yaml:8:15: error: train.loss is mse, but the digit labels are class labels, which cross_entropy learns"),
+    ("cross_entropy on numbers", CSV_SPEC.replace("linear: 3", "linear: 1"), {"d.csv": LABELS},
+     "bad.yaml:5:42: error: train.loss is cross_entropy (the default), which learns class labels, but the values of "
+     "column 'y' in d.csv are numbers to predict (a regression)"),
+    ("regression output width", CSV_SPEC + "train: {loss: mse}\n", {"d.csv": LABELS},
+     "bad.yaml:4:9: error: the model's output [3] holds 3 values per example, but each target holds 1 (the values "
+     "of column 'y' in d.csv)"),
+    ("label out of range", CSV_SPEC.replace("batch_size: 2}", TASK), {"d.csv": LABELS + "1,2,5\n"},
+     "d.csv:14:3: error: row 14, column 'y' is 5, but the model's output has 3 values per example, one per class 0..2"),
+    ("negative label", CSV_SPEC.replace("batch_size: 2}", TASK), {"d.csv": LABELS.replace("\n3,6,0", "\n3,6,-2")},
+     "d.csv:5:3: error: row 5, column 'y' is -2: class labels are 0 or more"),
+    ("label not whole", CSV_SPEC.replace("batch_size: 2}", TASK), {"d.csv": LABELS.replace("\n3,6,0", "\n3,6,0.5")},
+     "d.csv:5:3: error: row 5, column 'y' is 0.5, not a whole number, so it cannot be a class label"),
+    ("label past int32", NPZ_SPEC, {"d.npz": {"x": np.zeros((12, 2)), "y": np.array([0, 1, 2] * 3 + [2**40, 0, 1])}},
+     "bad.yaml:5:27: error: y[9] in d.npz is 1099511627776, but the model's output has 3 values per example"),
+    ("label past int32 under mse", NPZ_SPEC + "train: {loss: mse}\n",
+     {"d.npz": {"x": np.zeros((12, 2)), "y": np.array([0, 1, 2] * 3 + [2**40, 0, 1])}},
+     "bad.yaml:6:15: error: train.loss is mse, but 'y' in d.npz are class labels, which cross_entropy learns"),
+    ("two outputs", GRAPH.replace("  b: {shape: [4]}\n", "").replace("from: b", "from: a").replace("[4]", "[2]")
+     .replace("outputs: [s]", "outputs: [x, y]") + "data: {source: spirals}\n", {},
+     "bad.yaml:10:12: error: the model has 2 outputs (x, y), but training takes one: a loss per output is not "
+     "supported yet"),
+    ("key for another source", DIGITS.replace("source: digits", "source: digits, features: [a]"), {},
+     "bad.yaml:7:34: error: data.features is for the csv source, not digits"),
+    ("unknown key in an unused block",
+     GOOD + "blocks:\n  b:\n    graph: [{name: out, layer: relu, from: in, slop: 1}]\n", {},
+     "bad.yaml:9:48: error: unknown key 'slop' in node 'out'.relu"),
+]  # fmt: skip
+
+
+def write_data(folder: Path, files: dict) -> None:
+    for name, content in files.items():
+        if isinstance(content, dict):
+            np.savez(folder / name, **content)
+        else:
+            (folder / name).write_text(content)
+
+
+@pytest.mark.parametrize("name, text, files, expected", DATA_BAD, ids=[b[0] for b in DATA_BAD])
+def test_validate_checks_the_data_contract(tmp_path: Path, name: str, text: str, files: dict, expected: str) -> None:
+    write_data(tmp_path, files)
+    (tmp_path / "bad.yaml").write_text(text)
+    result = runner.invoke(app, ["validate", str(tmp_path / "bad.yaml")])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    first = result.output.strip().splitlines()[0].replace(f"{tmp_path}/", "")
+    assert first.startswith(expected), first
+
+
+def test_validate_data_errors_as_json_and_their_hints(tmp_path: Path) -> None:
+    write_data(tmp_path, {"d.csv": LABELS + "1,2,5\n"})
+    (tmp_path / "s.yaml").write_text(CSV_SPEC.replace("batch_size: 2}", TASK))
+    errors = json.loads(runner.invoke(app, ["validate", str(tmp_path / "s.yaml"), "--json"]).output)["errors"]
+    assert (errors[0]["file"], errors[0]["line"], errors[0]["col"]) == (str(tmp_path / "d.csv"), 14, 3)
+    assert errors[0]["hint"] == "the labels go up to 5: set the out of the last layer (line 4) to 6, or correct the " \
+                                "label"  # fmt: skip
+    (tmp_path / "s.yaml").write_text(CSV_SPEC.replace("linear: 3", "linear: 1"))
+    errors = json.loads(runner.invoke(app, ["validate", str(tmp_path / "s.yaml"), "--json"]).output)["errors"]
+    assert errors[0]["hint"] == "use loss: mse; if the numbers are class labels 0, 1, 2, ..., set data.task: classify"
+
+
+def test_csv_classification_validates(tmp_path: Path) -> None:
+    write_data(tmp_path, {"d.csv": LABELS})
+    (tmp_path / "s.yaml").write_text(CSV_SPEC.replace("batch_size: 2}", TASK))
+    result = runner.invoke(app, ["validate", str(tmp_path / "s.yaml")])
+    assert result.exit_code == 0 and "valid;" in result.output, result.output
+    write_data(tmp_path, {"d.csv": "a,b,y\n" + "".join(f"{i},{i},{'cat dog emu'.split()[i % 3]}\n" for i in range(9))})
+    (tmp_path / "s.yaml").write_text(CSV_SPEC)  # text labels: classification without data.task
+    result = runner.invoke(app, ["validate", str(tmp_path / "s.yaml")])
+    assert result.exit_code == 0 and "valid;" in result.output, result.output
