@@ -44,7 +44,9 @@ def create_lazybuffer(
         return LazyBuffer(device, st, dtype, op, arg, srcs, base)
     key = (device, st, dtype, op, _cache_key_arg(arg), tuple(weakref.ref(s) for s in srcs), base and weakref.ref(base))
     if (hit := _lazycache.get(key)) is not None:
-        hit.base.shared = True
+        # NOTE: only a base handed out twice aliases two tensors; a view reads its base's buffer, cached or not
+        if hit._base is None:
+            hit.shared = True
         return hit
     _lazycache[key] = ret = LazyBuffer(device, st, dtype, op, arg, srcs, base)
     return ret

@@ -55,3 +55,25 @@ def test_inplace_operators(device: str) -> None:
     w.realize()
     assert w.lazydata.base.realized is buf
     np.testing.assert_equal(w.numpy(), np.full(3, 9.0))
+
+
+def test_views_made_twice_do_not_stop_in_place_assign(device: str) -> None:
+    # NOTE: an evaluation between two training steps builds the same views of the weights again (the lazy cache hands
+    # out the first ones): the next assign must still write into the weights' own buffer, or a TinyJit capture
+    # records a write into a new buffer and its replays no longer update the weights
+    w = Tensor(np.arange(6, dtype=np.float32), device=device).realize()
+    buf = w.lazydata.base.realized
+    first, again = w.reshape(2, 3).T, w.reshape(2, 3).T
+    assert again.lazydata is first.lazydata
+    w.assign(w + 1).realize()
+    assert w.lazydata.base.realized is buf
+    np.testing.assert_equal(first.numpy(), np.arange(6).reshape(2, 3).T + 1)
+
+
+def test_a_base_handed_out_twice_is_not_assigned_in_place(device: str) -> None:
+    a = Tensor([1.0, 2.0], device=device).contiguous()
+    b = Tensor([1.0, 2.0], device=device).contiguous()
+    a.realize()
+    b.assign(b + 1).realize()
+    np.testing.assert_equal(a.numpy(), [1.0, 2.0])
+    np.testing.assert_equal(b.numpy(), [2.0, 3.0])
