@@ -69,25 +69,37 @@ def validate_command(
 
 @app.command("train")
 def train_command(
-    spec: Annotated[Path, typer.Argument(help="the spec file (YAML)")],
+    spec: Annotated[
+        Path | None, typer.Argument(help="the spec file (YAML), or a run folder to train its spec again")
+    ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
     device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
     out: Annotated[Path, typer.Option(help="folder for run folders")] = Path("runs"),
     epochs: Annotated[int | None, typer.Option(min=1, help="train for this many epochs instead")] = None,
-    steps: Annotated[int | None, typer.Option(min=1, help="train for this many steps instead")] = None,
-    resume: Annotated[Path | None, typer.Option(help="continue the run in this folder from its checkpoint")] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=1, help="train for exactly this many steps (the last epoch may be partial)")
+    ] = None,
+    resume: Annotated[
+        Path | None, typer.Option(help="continue the run in this folder, as it was started, from its newest checkpoint")
+    ] = None,
 ) -> None:
     """Train the model a spec describes; writes a run folder with metrics, checkpoints and the final weights."""
+    if epochs is not None and steps is not None:
+        typer.echo("error: give --epochs or --steps, not both", err=True)
+        raise typer.Exit(2)
     train(spec, overrides or [], device, out, epochs, steps, resume)
 
 
 @app.command("run")
 def run_command(
-    spec: Annotated[Path, typer.Argument(help="the spec file (YAML)")],
-    weights: Annotated[Path, typer.Option(help="the trained weights: a run folder's model.safetensors")],
+    spec: Annotated[Path, typer.Argument(help="the spec file (YAML), or a run folder (its spec and final weights)")],
     input_path: Annotated[
         Path, typer.Option("--input", help="examples: .npy, .csv (header row) or .json (nested lists)")
     ],
+    weights: Annotated[
+        Path | None,
+        typer.Option(help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"),
+    ] = None,
     output: Annotated[Path | None, typer.Option(help="write the outputs to this .npy, .csv or .json file")] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
     device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,

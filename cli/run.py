@@ -21,7 +21,7 @@ from specgrad.nn.state import load_state_dict, safe_load, safe_load_metadata
 from specgrad.spec.builder import Model, build_model
 from specgrad.spec.data import standardize
 from specgrad.spec.errors import Location, Problem, SpecError
-from specgrad.spec.trainer import spec_hash
+from specgrad.spec.run_folder import final_weights, spec_file, spec_hash
 from specgrad.spec.validate import ValidSpec, validate_file
 
 CHUNK = 1024  # examples per forward pass: at most two shapes to compile, and bounded memory for big files
@@ -29,10 +29,10 @@ MAX_PROBLEMS = 10  # bad cells reported at once; the rest are counted
 FORMATS = (".npy", ".csv", ".json")
 
 
-def run(spec_path: Path, weights: Path, input_path: Path, output: Path | None, overrides: list[str],
+def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | None, overrides: list[str],
         device: str | None, as_json: bool) -> None:  # fmt: skip
     try:
-        spec = validate_file(spec_path, overrides)
+        spec, weights = spec_and_weights(spec_path, weights, overrides)
         if output is not None:
             _check_format(output, "--output")
         if device is not None:
@@ -40,11 +40,11 @@ def run(spec_path: Path, weights: Path, input_path: Path, output: Path | None, o
         model, meta = load_model(spec, weights)
         task = meta.get("task") or guess_task(spec)
         x = prepare(read_examples(input_path, spec), spec, meta, input_path, weights)
-        out = to_result(task, predict(model, x))
+        out = to_result(task, predict(model, x), meta)
         if output is None:
-            report(task, out, as_json)
+            report(task, out, as_json, class_names(meta, out))
             return
-        write_output(output, out, _columns(task, spec, out))
+        write_output(output, out, _columns(task, spec, out, meta))
     except SpecError as e:
         typer.echo(str(e), err=True)
         raise typer.Exit(1) from None
@@ -62,6 +62,19 @@ def run(spec_path: Path, weights: Path, input_path: Path, output: Path | None, o
 # *** the model and its weights ***
 
 
+def spec_and_weights(spec_path: Path, weights: Path | None, overrides: list[str]) -> tuple[ValidSpec, Path]:
+    """The spec (a file, or a run folder's resolved spec) and the weights: --weights (a weights file or any checkpoint),
+    else the run folder's final model.safetensors."""
+    spec = validate_file(spec_file(spec_path), overrides)
+    if weights is None:
+        if not spec_path.is_dir():
+            raise SpecError.at(None, f"which weights? {spec_path} is a spec file, so --weights is needed",
+                               "pass --weights RUN_DIR/model.safetensors, or give the run folder instead of the "
+                               "spec")  # fmt: skip
+        weights = final_weights(spec_path)
+    return spec, weights
+
+
 def load_model(spec: ValidSpec, weights: Path) -> tuple[Model, dict[str, str]]:
     """The spec's model with the weights loaded strictly, and the weights' metadata (task, normalization, ...)."""
     if len(spec.inputs) != 1 or len(spec.outputs) != 1:
@@ -73,7 +86,7 @@ def load_model(spec: ValidSpec, weights: Path) -> tuple[Model, dict[str, str]]:
         raise SpecError.at(None, f"--weights {weights}: {why}", "pass the model.safetensors of a run folder")
     try:
         meta = safe_load_metadata(weights)
-        state = safe_load(weights)
+        state = _model_tensors(safe_load(weights), meta)
     except OSError as e:
         raise SpecError.at(None, f"cannot read the weights {weights}: {e.strerror}") from None
     except ValueError as e:
@@ -93,6 +106,13 @@ def load_model(spec: ValidSpec, weights: Path) -> tuple[Model, dict[str, str]]:
                    f"{meta['spec_hash']}; {spec.path} has {spec_hash(spec.values)}); the shapes fit, so running it",
                    err=True)  # fmt: skip
     return model, meta
+
+
+def _model_tensors(state: dict[str, Tensor], meta: dict[str, str]) -> dict[str, Tensor]:
+    """The model's tensors: all of a weights file, the model.* ones of a training checkpoint."""
+    if "position" not in meta:
+        return state
+    return {k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")}
 
 
 def guess_task(spec: ValidSpec) -> str:
@@ -321,49 +341,70 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def to_result(task: str, out: np.ndarray) -> np.ndarray:
-    """What run reports and writes: probabilities for a classifier, the outputs as they are otherwise."""
-    return _softmax(out.astype(np.float64)).astype(np.float32) if task == "classify" else out
+def _stats(meta: dict[str, str], key: str) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v, dtype=np.float32) for k, v in json.loads(meta.get(key) or "{}").items()}
+
+
+def to_result(task: str, out: np.ndarray, meta: dict[str, str] | None = None) -> np.ndarray:
+    """What run reports and writes: probabilities for a classifier; for regression the outputs in the target's own
+    units (out * std + mean, with the training targets' statistics when they were standardized); else the outputs."""
+    if task == "classify":
+        return _softmax(out.astype(np.float64)).astype(np.float32)
+    stats = _stats(meta or {}, "target_normalization")
+    if task == "regress" and stats:
+        std, mean = (stats[k].reshape(out.shape[1:]) if stats[k].size == prod(out.shape[1:]) else stats[k]
+                     for k in ("std", "mean"))  # fmt: skip
+        return (out * std + mean).astype(np.float32)
+    return out
+
+
+def class_names(meta: dict[str, str], out: np.ndarray) -> list[str]:
+    """The names of a classifier's classes, as training saved them (else their numbers)."""
+    names = json.loads(meta.get("class_names") or "[]")
+    width = out.shape[-1] if out.ndim else 0
+    return [str(n) for n in names] if len(names) == width else [str(k) for k in range(width)]
 
 
 def _char(code: int) -> str:
     return repr(chr(code)) if 0 <= code < 0x110000 else f"token {code}"
 
 
-def _classify(i: int, p: np.ndarray) -> tuple[str, dict[str, Any]]:
+def _classify(i: int, p: np.ndarray, names: list[str]) -> tuple[str, dict[str, Any]]:
     k = int(p.argmax())
-    return f"{i}: class {k} (p={p[k]:.3f})", {"index": i, "class": k, "probability": float(p[k]),
-                                               "probabilities": p.tolist()}  # fmt: skip
+    shown = names[k] if names[k] == str(k) else f"{k} ({names[k]})"
+    return f"{i}: class {shown} (p={p[k]:.3f})", {"index": i, "class": k, "name": names[k],
+                                                   "probability": float(p[k]), "probabilities": p.tolist()}  # fmt: skip
 
 
-def _regress(i: int, y: np.ndarray) -> tuple[str, dict[str, Any]]:
+def _regress(i: int, y: np.ndarray, names: list[str]) -> tuple[str, dict[str, Any]]:
     if y.size == 1:
         return f"{i}: {float(y.reshape(())):.6g}", {"index": i, "value": float(y.reshape(()))}
     return f"{i}: [{', '.join(f'{v:.4g}' for v in y.reshape(-1))}]", {"index": i, "values": y.tolist()}
 
 
-def _language(i: int, logits: np.ndarray) -> tuple[str, dict[str, Any]]:
+def _language(i: int, logits: np.ndarray, names: list[str]) -> tuple[str, dict[str, Any]]:
     p = _softmax(logits.reshape(-1, logits.shape[-1])[-1].astype(np.float64))  # the last position's next token
     k = int(p.argmax())
     return f"{i}: next {_char(k)} (p={p[k]:.3f})", {"index": i, "next": chr(k) if k < 0x110000 else None,
                                                      "token": k, "probability": float(p[k])}  # fmt: skip
 
 
-FORMATTERS: dict[str, Callable[[int, np.ndarray], tuple[str, dict[str, Any]]]] = {
+FORMATTERS: dict[str, Callable[[int, np.ndarray, list[str]], tuple[str, dict[str, Any]]]] = {
     "classify": _classify, "regress": _regress, "language": _language}  # fmt: skip
 
 
-def report(task: str, out: np.ndarray, as_json: bool) -> None:
-    lines, records = zip(*(FORMATTERS[task](i, y) for i, y in enumerate(out)))
+def report(task: str, out: np.ndarray, as_json: bool, names: list[str]) -> None:
+    lines, records = zip(*(FORMATTERS[task](i, y, names) for i, y in enumerate(out)))
     typer.echo(json.dumps(list(records), indent=2) if as_json else "\n".join(lines))
 
 
-def _columns(task: str, spec: ValidSpec, out: np.ndarray) -> list[str]:
-    """CSV header: class_<k> for probabilities, the target's name for one regression value, else out_<k>."""
+def _columns(task: str, spec: ValidSpec, out: np.ndarray, meta: dict[str, str]) -> list[str]:
+    """CSV header: the class names (class_<k> when they are numbers) for probabilities, the target's name for one
+    regression value, else out_<k>."""
     width = prod(out.shape[1:])
     data = spec.values.get("data") or {}
     if task == "classify" and out.ndim == 2:
-        return [f"class_{k}" for k in range(width)]
+        return [n if n != str(k) else f"class_{k}" for k, n in enumerate(class_names(meta, out))]
     if task == "regress" and width == 1 and data.get("source") == "csv" and data.get("target"):
         return [str(data["target"])]
     return [f"out_{k}" for k in range(width)]

@@ -1,81 +1,117 @@
-"""`specgrad train SPEC`: validate, load the data, train with a progress bar, and write a run folder."""
+"""`specgrad train SPEC` and `specgrad train --resume RUN_DIR`: validate, load the data, train with a progress bar (a
+line per epoch when the output is not a terminal), and write or continue a run folder."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
+import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import typer
+from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
 from specgrad import Device
 from specgrad.device import DeviceUnavailable
 from specgrad.spec.errors import SpecError
-from specgrad.spec.trainer import Interrupted, NonFiniteLoss, Run, Trainer, new_run_folder, write_resolved_spec
-from specgrad.spec.validate import validate_file
+from specgrad.spec.run_folder import MetricsLog, new_run_folder, read_resolved_spec, spec_file, write_resolved_spec
+from specgrad.spec.trainer import Interrupted, NonFiniteLoss, Summary, Trainer, plural
+from specgrad.spec.validate import ValidSpec, validate_file
 
 
-def train(spec_path: Path, overrides: list[str], device: str | None, out: Path, epochs: int | None,
+def with_length(spec: ValidSpec, epochs: int | None, steps: int | None) -> ValidSpec:
+    """The spec with --epochs or --steps written into train, so the run folder's resolved spec records them."""
+    if epochs is None and steps is None:
+        return spec
+    train = {**spec.values["train"], "epochs": epochs or spec.values["train"]["epochs"], "steps": steps}
+    return dataclasses.replace(spec, values={**spec.values, "train": train})
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    typer.echo(message, err=True)
+    return typer.Exit(code)
+
+
+def train(spec_path: Path | None, overrides: list[str], device: str | None, out: Path, epochs: int | None,
           steps: int | None, resume: Path | None = None) -> None:  # fmt: skip
+    if resume is None and spec_path is None:
+        raise _fail("error: name a spec to train, or a run folder to continue with --resume RUN_DIR", 2)
+    if resume is not None and (overrides or epochs or steps):
+        raise _fail("error: --resume continues a run exactly as it was started (its spec.resolved.yaml, with every "
+                    "--set, --epochs and --steps it had); to change the recipe, start a new run", 2)  # fmt: skip
     try:
-        spec = validate_file(spec_path, overrides)
+        spec = read_resolved_spec(resume) if resume is not None else validate_file(spec_file(spec_path), overrides)
+        spec = with_length(spec, epochs, steps)
         if device is not None:
             Device.DEFAULT = device
-        trainer = Trainer.create(spec, epochs=epochs, steps=steps)
+        trainer = Trainer.create(spec)
+        folder = resume if resume is not None else new_run_folder(out, str(spec.values["name"]))
+        if resume is None:
+            write_resolved_spec(spec, folder)
+        log = MetricsLog(folder)
     except SpecError as e:
-        typer.echo(str(e), err=True)
-        raise typer.Exit(1) from None
+        raise _fail(str(e), 1) from None
     except DeviceUnavailable as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(3) from None
-    except ValueError as e:
-        typer.echo(f"{spec_path}: error: {e}", err=True)
-        raise typer.Exit(1) from None
-    if resume is not None:
-        if not (resume / "checkpoints").is_dir():
-            typer.echo(f"error: {resume} is not a run folder with checkpoints", err=True)
-            raise typer.Exit(1)
-        run = Run(resume)
-    else:
-        run = Run(new_run_folder(out, str(spec.values["name"])))
-        write_resolved_spec(spec, run.folder)
-    total = trainer.epochs * trainer.steps_per_epoch
-    typer.echo(f"training {spec.values['name']} on {Device.DEFAULT}: {trainer.epochs} epochs of "
-               f"{trainer.steps_per_epoch} steps; run folder {run.folder}")  # fmt: skip
-    columns = (TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
-               TextColumn("loss {task.fields[loss]:.4f}"), TextColumn("{task.fields[speed]:.0f} examples/s"),
-               TextColumn("{task.fields[valid]}"), TimeRemainingColumn())  # fmt: skip
-    started = time.perf_counter()
+        raise _fail(f"error: {e}", 3) from None
+    if resume is not None and spec_path is not None:
+        typer.echo(f"note: continuing {folder} with its own spec.resolved.yaml ({spec_path} is not read)")
+    spe, total = trainer.steps_per_epoch, trainer.total_steps
+    partial = ", the last one partial" if total % spe else ""
+    length = f"{plural(total, 'step')} ({plural(trainer.epochs, 'epoch')} of {plural(spe, 'step')}{partial})"
+    typer.echo(f"training {spec.values['name']} on {Device.DEFAULT}: {length}; run folder {folder}")
     try:
-        with Progress(*columns, transient=True) as progress:
-            bar = progress.add_task("train", total=total, epoch=1, loss=float("nan"), speed=0.0, valid="")
-
-            steps_here = [0]
-
-            def on_step(epoch: int, step: int, loss: float) -> None:
-                steps_here[0] += 1
-                valid = next((r for r in reversed(run.metrics) if r["split"] == "valid"), None)
-                shown = ", ".join(f"valid {k} {v:.3f}" for k, v in (valid or {}).items() if k in ("loss", "accuracy"))
-                speed = steps_here[0] * spec.batch_size / max(time.perf_counter() - started, 1e-9)
-                progress.update(bar, completed=step, epoch=epoch, loss=loss, speed=speed, valid=shown)
-
-            valid = trainer.fit(run, on_step, resume=resume)
+        with _progress(trainer, spec.batch_size) as (on_step, say):
+            summary = trainer.fit(log, resume=resume is not None, on_step=on_step, say=say)
+    except SpecError as e:  # NOTE: a damaged checkpoint or one from another spec, when resuming
+        raise _fail(str(e), 1) from None
     except NonFiniteLoss as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(4) from None
-    except ValueError as e:  # NOTE: a damaged checkpoint or one from another spec, when resuming
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1) from None
+        raise _fail(f"error: {e}", 4) from None
     except Interrupted as e:
-        typer.echo(f"interrupted: training state saved to {e.path}; continue with\n"
-                   f"  specgrad train {spec_path} --resume {run.folder}", err=True)  # fmt: skip
-        raise typer.Exit(130) from None
+        raise _fail(f"interrupted: training state saved to {e.path}; continue with\n"
+                    f"  specgrad train --resume {folder}", 130) from None  # fmt: skip
     except KeyboardInterrupt:  # NOTE: before the first step (compiling): nothing to save
-        typer.echo("interrupted before training started", err=True)
-        raise typer.Exit(130) from None
-    for record in run.metrics:
-        if record["split"] == "valid":
-            metrics = ", ".join(f"{k} {v:.4f}" for k, v in record.items() if k not in ("split", "epoch", "step"))
-            typer.echo(f"epoch {record['epoch']:3d}  valid {metrics}")
-    summary = ", ".join(f"{k} {v:.4f}" for k, v in valid.items())
-    typer.echo(f"done: {summary}; weights in {run.folder / 'model.safetensors'}")
+        raise _fail(f"interrupted before the first step; continue with\n  specgrad train --resume {folder}",
+                    130) from None  # fmt: skip
+    report(summary)
+
+
+def report(s: Summary) -> None:
+    """How the run ended: the last metrics, the best one, which weights are final and where they are."""
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in s.valid.items() if k in ("loss", "accuracy"))
+    best = f"; best valid {s.metric} {s.best:.4f} at epoch {s.best_epoch}" if s.best is not None else ""
+    typer.echo(f"done: {('valid ' + shown) if shown else 'no validation split'}{best}")
+    which = "the best epoch's" if s.final == "best" else "the last epoch's"
+    typer.echo(f"final weights ({which}, epoch {s.final_epoch}; train.final_weights: {s.final}): {s.weights}")
+    if s.last_checkpoint is not None:
+        typer.echo(f"last checkpoint: {s.last_checkpoint}")
+
+
+@contextlib.contextmanager
+def _progress(trainer: Trainer, batch_size: int) -> Iterator[tuple[Callable[[int, int, float], None],
+                                                                    Callable[[str], None]]]:  # fmt: skip
+    """(on_step, say): a live bar on a terminal; elsewhere (a pipe, a CI log) only the lines said, each flushed."""
+    console = Console()
+    if not console.is_terminal:
+
+        def say(line: str) -> None:
+            print(line, flush=True)
+
+        yield (lambda epoch, step, loss: None), say
+        return
+    columns = (TextColumn("epoch {task.fields[epoch]}"), BarColumn(), TextColumn("step {task.completed}/{task.total}"),
+               TextColumn("loss {task.fields[loss]}"), TextColumn("{task.fields[speed]} examples/s"),
+               TimeRemainingColumn())  # fmt: skip
+    started, steps_here = time.perf_counter(), [0]
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task("train", total=trainer.total_steps, epoch=1, loss="-", speed="-")
+
+        def on_step(epoch: int, step: int, loss: float) -> None:
+            steps_here[0] += 1
+            speed = steps_here[0] * batch_size / max(time.perf_counter() - started, 1e-9)
+            progress.update(bar, completed=step, epoch=epoch, loss=f"{loss:.4f}", speed=f"{speed:.0f}")
+
+        yield on_step, lambda line: progress.console.print(line, markup=False, highlight=False)
+    sys.stdout.flush()

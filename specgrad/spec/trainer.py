@@ -1,64 +1,45 @@
 """Train a validated spec: its model, data, optimizer and schedule, one TinyJit-captured step, an evaluation per
-epoch, and a run folder (resolved spec, metrics.jsonl, checkpoints written atomically, final model.safetensors).
+epoch, and a run folder (see spec.run_folder): metrics, checkpoints written atomically, the final weights.
 
-Imports the public API (Tensor, TinyJit, nn, nn.optim, nn.state) and spec.builder, spec.data and spec.validate.
+A run is exactly train.steps optimizer steps (or train.epochs whole epochs); the last epoch may be partial. Its
+position (epochs and steps done, the data order's and dropout's random state, the best metric) is in every
+checkpoint, so --resume continues from the newest one and ends with the same weights as an uninterrupted run.
+
+Imports the public API (Tensor, TinyJit, nn, nn.optim, nn.state) and spec.builder, spec.data, spec.run_folder and
+spec.validate.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
+import io
 import json
 import math
 import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 
 from specgrad import Tensor, TinyJit
+from specgrad.helpers import atomic_write
 from specgrad.nn import optim
-from specgrad.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_load_metadata, safe_save
+from specgrad.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_save
 from specgrad.spec.builder import Model, build_model
 from specgrad.spec.data import Dataset, batches, eval_batches, load_data
+from specgrad.spec.errors import SpecError
+from specgrad.spec.run_folder import FINAL, MetricsLog, checkpoints, newest_checkpoint, prune, spec_hash
 from specgrad.spec.validate import ValidSpec
+
+LossFn = Callable[[Tensor, Tensor], Tensor]
 
 
 class NonFiniteLoss(RuntimeError):
     """Training produced a nan or inf loss; the message names the step and the last good checkpoint."""
-
-
-@dataclass
-class Run:
-    """A training run's folder and what it recorded."""
-
-    folder: Path
-    metrics: list[dict[str, Any]] = field(default_factory=list)
-
-    def log(self, record: dict[str, Any]) -> None:
-        self.metrics.append(record)
-        with open(self.folder / "metrics.jsonl", "a") as f:
-            f.write(json.dumps(record) + "\n")
-
-
-def spec_hash(values: dict[str, Any]) -> str:
-    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def new_run_folder(out: Path, name: str) -> Path:
-    """out/<name>-<n>, the first n not taken."""
-    out.mkdir(parents=True, exist_ok=True)
-    n = 1
-    while (out / f"{name}-{n}").exists():
-        n += 1
-    folder = out / f"{name}-{n}"
-    folder.mkdir()
-    return folder
 
 
 def make_optimizer(model: Model, t: dict[str, Any]) -> optim.Optimizer:
@@ -72,7 +53,8 @@ def make_optimizer(model: Model, t: dict[str, Any]) -> optim.Optimizer:
 
 def make_schedule(opt: optim.Optimizer, t: dict[str, Any], total_steps: int, steps_per_epoch: int
                   ) -> optim.LRScheduler:  # fmt: skip
-    """The spec's schedule, stepped once per training step (step_size counts epochs), after any warm-up."""
+    """The spec's schedule, stepped once per training step (step_size counts epochs), after any warm-up; it spans
+    the run's real number of steps."""
     after_warmup = max(1, total_steps - t["warmup_steps"])
     schedules: dict[str, Callable[[], optim.LRScheduler]] = {
         "constant": lambda: optim.Constant(opt),
@@ -84,15 +66,70 @@ def make_schedule(opt: optim.Optimizer, t: dict[str, Any], total_steps: int, ste
     return optim.LinearWarmup(opt, t["warmup_steps"], after=schedule) if t["warmup_steps"] else schedule
 
 
-def loss_fn(task: str, kind: str) -> Callable[[Tensor, Tensor], Tensor]:
-    if task in ("classify", "language") and kind == "cross_entropy":
-        return lambda out, y: out.reshape(-1, out.shape[-1]).sparse_categorical_crossentropy(y.reshape(-1))
-    return lambda out, y: (out.reshape(y.shape) - y).square().mean()
+def make_losses(data: Dataset, kind: str) -> tuple[LossFn, LossFn]:
+    """(what training minimises, what is reported): the same, except for standardized regression targets, where the
+    reported mean squared error is in the target's own units."""
+    if data.task in ("classify", "language") and kind == "cross_entropy":
+        ce: LossFn = lambda out, y: out.reshape(-1, out.shape[-1]).sparse_categorical_crossentropy(y.reshape(-1))
+        return ce, ce
+    mse: LossFn = lambda out, y: (out.reshape(y.shape) - y).square().mean()
+    stats = data.target_stats
+    if "std" not in stats:
+        return mse, mse
+    std = np.asarray(stats["std"], dtype=np.float64).reshape(-1)
+    width = math.prod(data.y_train.shape[1:])
+    scale = Tensor((std**2).astype(np.float32).reshape(data.y_train.shape[1:] if std.size == width else -1))
+    return mse, lambda out, y: ((out.reshape(y.shape) - y).square() * scale).mean()
 
 
-def correct(task: str, out: Tensor, y: Tensor) -> Tensor:
+def _listed(stats: dict[str, np.ndarray]) -> str:
+    return json.dumps({k: np.asarray(v).tolist() for k, v in stats.items()})
+
+
+def correct(out: Tensor, y: Tensor) -> Tensor:
     """How many predictions (per example, or per token) match their labels."""
     return (out.argmax(-1) == y).sum()
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+@dataclass
+class Position:
+    """Where a run stands; every checkpoint records it (as JSON in its metadata)."""
+
+    epoch: int = 0  # epochs finished
+    step: int = 0  # optimizer steps taken
+    skip: int = 0  # batches of epoch + 1 already trained (an interruption mid-epoch)
+    data_rng: dict[str, Any] | None = None  # the data order's generator at the start of epoch + 1
+    losses: list[float] = field(default_factory=list)  # the training losses of epoch + 1 so far
+    best: float | None = None  # the best value of the watched metric, and the epoch it came from
+    best_epoch: int | None = None
+    stale: int = 0  # epochs since it last improved
+    stopped: str | None = None  # why training stopped before its last step (early stopping)
+
+    def to_meta(self) -> dict[str, str]:
+        return {"position": json.dumps(asdict(self)), "epoch": str(self.epoch), "step": str(self.step)}
+
+    @staticmethod
+    def from_meta(meta: dict[str, str]) -> Position:
+        return Position(**json.loads(meta["position"]))
+
+
+@dataclass
+class Summary:
+    """How a run ended: the last validation metrics, the best one, and which weights are final."""
+
+    valid: dict[str, float]
+    metric: str
+    best: float | None
+    best_epoch: int | None
+    final: str  # "best" or "last"
+    final_epoch: int
+    stopped: str | None
+    weights: Path
+    last_checkpoint: Path | None
 
 
 @dataclass
@@ -105,170 +142,242 @@ class Trainer:
     opt: optim.Optimizer
     step_fn: Callable[[Tensor, Tensor], Tensor]
     schedule: optim.LRScheduler
-    epochs: int
+    total_steps: int
     steps_per_epoch: int
+    reported_loss: LossFn
+
+    @property
+    def epochs(self) -> int:
+        """Epochs the run touches: the last may be partial."""
+        return math.ceil(self.total_steps / self.steps_per_epoch)
+
+    @property
+    def train(self) -> dict[str, Any]:
+        return self.spec.values["train"]
 
     @staticmethod
-    def create(spec: ValidSpec, epochs: int | None = None, steps: int | None = None) -> Trainer:
+    def create(spec: ValidSpec) -> Trainer:
         data = load_data(spec)
         model = build_model(spec)
         t = spec.values["train"]
-        steps_per_epoch = max(1, len(data.x_train) // spec.batch_size)
         if len(data.x_train) < spec.batch_size:
-            raise ValueError(f"the training split has {len(data.x_train)} examples, fewer than one batch of "
-                             f"{spec.batch_size}: lower data.batch_size")  # fmt: skip
-        total = steps or t["steps"]
-        n_epochs = epochs or (math.ceil(total / steps_per_epoch) if total else t["epochs"])
-        total = total or n_epochs * steps_per_epoch
+            raise SpecError.at(None, f"the training split has {len(data.x_train)} examples, fewer than one batch of "
+                               f"{spec.batch_size}", "lower data.batch_size")  # fmt: skip
+        steps_per_epoch = len(data.x_train) // spec.batch_size
+        total = t["steps"] or t["epochs"] * steps_per_epoch
         opt = make_optimizer(model, t)
-        loss_of = loss_fn(data.task, t["loss"])
+        train_loss, reported_loss = make_losses(data, t["loss"])
         clip = t["clip_grad_norm"]
 
         @TinyJit
         def train_step(x: Tensor, y: Tensor) -> Tensor:
             with Tensor.train():
-                loss = loss_of(model(x), y)
+                out = model(x)
+                loss = train_loss(out, y)
                 opt.zero_grad()
                 loss.backward()
                 if clip is not None:
                     optim.clip_grad_norm_(opt.params, clip)
                 opt.step()
-            return loss.realize()
+            return (loss if reported_loss is train_loss else reported_loss(out.detach(), y)).realize()
 
         schedule = make_schedule(opt, t, total, steps_per_epoch)
-        return Trainer(spec, data, model, opt, train_step, schedule, n_epochs, steps_per_epoch)
+        return Trainer(spec, data, model, opt, train_step, schedule, total, steps_per_epoch, reported_loss)
 
     def evaluate(self) -> dict[str, float]:
-        """Loss and accuracy (for classifiers and language models) on the validation split."""
-        t, data = self.spec.values["train"], self.data
-        loss_of, total_loss, hits, count, n = loss_fn(data.task, t["loss"]), 0.0, 0, 0, 0
+        """Loss (in the target's units) and accuracy (for classifiers and language models) on the validation split."""
+        data, total_loss, hits, count, n = self.data, 0.0, 0, 0, 0
         for x, y in eval_batches(data.x_valid, data.y_valid, self.spec.batch_size):
-            out = self.model(Tensor(x))
-            yt = Tensor(y)
-            total_loss += loss_of(out, yt).item() * len(x)
+            out, yt = self.model(Tensor(x)), Tensor(y)
+            total_loss += self.reported_loss(out, yt).item() * len(x)
             n += len(x)
             if data.task in ("classify", "language"):
-                hits += int(correct(data.task, out, yt).item())
+                hits += int(correct(out, yt).item())
                 count += int(np.prod(y.shape))
         ret = {"loss": total_loss / max(n, 1)}
         if count:
             ret["accuracy"] = hits / count
         return ret
 
-    def fit(self, run: Run, on_step: Callable[[int, int, float], None] | None = None,
-            resume: Path | None = None) -> dict[str, float]:  # fmt: skip
-        """Train for the configured epochs (continuing from a checkpoint when resuming); log every epoch's train and
-        validation metrics; checkpoint on cadence; stop early when the spec says so."""
-        spec, t = self.spec, self.spec.values["train"]
-        ckpt_cfg = t["checkpoint"] or {"every_epochs": 1, "keep": 3, "keep_best": True}
-        cleanup_partial_files(run.folder)
-        rng = np.random.default_rng(spec.values["seed"])
-        first_epoch, step, best, stale, skip = 1, 0, None, 0, 0
-        if resume is not None:
-            first_epoch, step, best, stale, skip = self.load_checkpoint(resume, rng)
-            first_epoch += 1
-        last_good, valid = None, {}
+    # *** the loop ***
+
+    def fit(self, log: MetricsLog, resume: bool = False, on_step: Callable[[int, int, float], None] | None = None,
+            say: Callable[[str], None] = print) -> Summary:  # fmt: skip
+        """Train until the run's last step (continuing from the newest checkpoint when resuming), evaluating and
+        checkpointing after every epoch, stopping early when the spec says so."""
+        folder = log.folder
+        cleanup_partial_files(folder)
+        pos = self.restore(folder, say) if resume else Position()
+        if resume:
+            log.rewind(pos.step, pos.epoch)
+        rng = np.random.default_rng(self.spec.values["seed"])
+        if pos.data_rng is not None:
+            rng.bit_generator.state = pos.data_rng
+        valid = next((r for r in reversed(log.records) if r["split"] == "valid"), {})
         with _deferred_interrupt() as interrupted:
-            for epoch in range(first_epoch, self.epochs + 1):
-                start, losses, epoch_rng = time.perf_counter(), [], dict(rng.bit_generator.state)
-                data = batches(
-                    self.data.x_train, self.data.y_train, spec.batch_size, spec.values["data"]["shuffle"], rng
-                )
-                for i, (x, y) in enumerate(data):
-                    if i < skip:
+            while pos.step < self.total_steps and pos.stopped is None:
+                epoch, start, pos.data_rng = pos.epoch + 1, time.perf_counter(), dict(rng.bit_generator.state)
+                shuffle = self.spec.values["data"]["shuffle"]
+                for i, (x, y) in enumerate(batches(self.data.x_train, self.data.y_train, self.spec.batch_size,
+                                                   shuffle, rng)):  # fmt: skip
+                    if i < pos.skip:
                         continue  # NOTE: resuming mid-epoch: these batches were trained before the interruption
-                    loss = self.step_fn(Tensor(x), Tensor(y)).item()
-                    step += 1
-                    if not math.isfinite(loss):
-                        raise NonFiniteLoss(f"the loss became {loss} at step {step} (epoch {epoch}); last good "
-                                            f"checkpoint: {last_good or 'none'}. Try a lower train.lr or set "
-                                            f"train.clip_grad_norm")  # fmt: skip
-                    losses.append(loss)
-                    if step % t["log_every"] == 0:
-                        run.log({"split": "train", "epoch": epoch, "step": step, "loss": loss,
-                                 "lr": self.schedule.get_lr()})  # fmt: skip
-                    self.schedule.step()
-                    if on_step is not None:
-                        on_step(epoch, step, loss)
+                    self._step(log, pos, epoch, x, y, on_step)
+                    if pos.step == self.total_steps:
+                        break
                     if interrupted():
-                        state = (epoch - 1, step, best, stale, epoch_rng, i + 1)
-                        raise Interrupted(self.save_checkpoint(run.folder / "checkpoints", "interrupted", state))
-                skip = 0
-                run.log({"split": "train_epoch", "epoch": epoch, "step": step, "loss": float(np.mean(losses)),
-                         "lr": self.schedule.get_lr(), "examples_per_s": len(losses) * spec.batch_size /
-                         (time.perf_counter() - start)})  # fmt: skip
-                valid = self.evaluate()
-                run.log({"split": "valid", "epoch": epoch, "step": step, **valid})
-                watched = self._watched(valid)
-                improved = best is None or self._better(watched, best)
-                best, stale = (watched, 0) if improved else (best, stale + 1)
-                state = (epoch, step, best, stale, dict(rng.bit_generator.state), 0)
-                if epoch % ckpt_cfg["every_epochs"] == 0 or epoch == self.epochs:
-                    last_good = self.save_checkpoint(run.folder / "checkpoints", f"epoch-{epoch:05d}", state)
-                    prune(run.folder / "checkpoints", ckpt_cfg["keep"])
-                if improved and ckpt_cfg["keep_best"]:
-                    self.save_checkpoint(run.folder / "checkpoints", "best", state)
-                stop = t["early_stopping"]
-                if stop and stale >= stop["patience"]:
-                    run.log({"split": "stop", "epoch": epoch, "step": step, "reason":
-                             f"valid {stop['metric']} did not improve for {stop['patience']} epochs"})  # fmt: skip
-                    break
-        (run.folder / "checkpoints" / "interrupted.safetensors").unlink(missing_ok=True)
-        safe_save(get_state_dict(self.model), run.folder / "model.safetensors", metadata=self.metadata())
-        write_plot(run)
+                        pos.skip = i + 1
+                        raise Interrupted(self.save_checkpoint(folder, "interrupted", pos))
+                trained = len(pos.losses)
+                log.log({"split": "train_epoch", "epoch": epoch, "step": pos.step, "loss": float(np.mean(pos.losses)),
+                         "lr": self.schedule.get_lr(), "examples_per_s": (trained - pos.skip) * self.spec.batch_size
+                         / (time.perf_counter() - start)})  # fmt: skip
+                pos.epoch, pos.skip, pos.losses, pos.data_rng = epoch, 0, [], dict(rng.bit_generator.state)
+                valid = self._end_epoch(log, pos, say)
+        return self._finish(log, pos, valid, say)
+
+    def _step(self, log: MetricsLog, pos: Position, epoch: int, x: np.ndarray, y: np.ndarray,
+              on_step: Callable[[int, int, float], None] | None) -> None:  # fmt: skip
+        loss = self.step_fn(Tensor(x), Tensor(y)).item()
+        pos.step += 1
+        if not math.isfinite(loss):
+            last = newest_checkpoint(log.folder)
+            raise NonFiniteLoss(f"the loss became {loss} at step {pos.step} (epoch {epoch}); last good checkpoint: "
+                                f"{last[0] if last else 'none'}. Try a lower train.lr or set "
+                                "train.clip_grad_norm")  # fmt: skip
+        pos.losses.append(loss)
+        if pos.step % self.train["log_every"] == 0:
+            log.log({"split": "train", "epoch": epoch, "step": pos.step, "loss": loss, "lr": self.schedule.get_lr()})
+        self.schedule.step()
+        if on_step is not None:
+            on_step(epoch, pos.step, loss)
+
+    def _end_epoch(self, log: MetricsLog, pos: Position, say: Callable[[str], None]) -> dict[str, float]:
+        """Evaluate, keep the best, checkpoint, and decide whether to stop early."""
+        t, ckpt, folder, epoch = self.train, self.checkpoint_config, log.folder, pos.epoch
+        valid = self.evaluate() if len(self.data.x_valid) else {}
+        if valid:
+            log.log({"split": "valid", "epoch": epoch, "step": pos.step, **valid})
+        improved = bool(valid) and (pos.best is None or self._better(self._watched(valid), pos.best))
+        if improved:
+            pos.best, pos.best_epoch, pos.stale = self._watched(valid), epoch, 0
+        elif valid:
+            pos.stale += 1
+        stop = t["early_stopping"]
+        if stop and valid and pos.stale >= stop["patience"] and pos.step < self.total_steps:
+            best = f"{pos.best:.4g}" if pos.best is not None else "none"
+            pos.stopped = (f"valid {self.metric} did not improve by more than {stop['min_delta']:g} for "
+                           f"{plural(stop['patience'], 'epoch')} (best {best} at epoch {pos.best_epoch})")  # fmt: skip
+            log.log({"split": "stop", "epoch": epoch, "step": pos.step, "reason": pos.stopped})
+        say(self.epoch_line(epoch, log))
+        if improved and (ckpt["keep_best"] or self.final_choice == "best"):
+            self.save_checkpoint(folder, "best", pos)
+        if epoch % ckpt["every_epochs"] == 0 or pos.step == self.total_steps or pos.stopped:
+            self.save_checkpoint(folder, f"epoch-{epoch:05d}", pos)
+            (folder / "checkpoints" / "interrupted.safetensors").unlink(missing_ok=True)  # NOTE: now older
+            prune(folder, ckpt["keep"])
+        if pos.stopped:
+            say(f"early stopping after epoch {epoch}: {pos.stopped}")
         return valid
 
+    def epoch_line(self, epoch: int, log: MetricsLog) -> str:
+        """One line per epoch, for the console: its training loss and validation metrics."""
+        rows = [r for r in log.records if r.get("epoch") == epoch and r["split"] in ("train_epoch", "valid")]
+        parts = [f"epoch {epoch:>{len(str(self.epochs))}}/{self.epochs}"]
+        for r in rows:
+            name = "train" if r["split"] == "train_epoch" else "valid"
+            parts += [f"{name} {k} {v:.4f}" for k, v in r.items() if k in ("loss", "accuracy")]
+        return "  ".join(parts)
+
+    def _finish(self, log: MetricsLog, pos: Position, valid: dict[str, float], say: Callable[[str], None]) -> Summary:
+        """model.safetensors: the best epoch's weights or the last ones, as train.final_weights says; the plot."""
+        folder = log.folder
+        best = folder / "checkpoints" / "best.safetensors"
+        final = "best" if self.final_choice == "best" and pos.best_epoch is not None and best.exists() else "last"
+        if final == "best":
+            tensors = {k[6:]: v for k, v in safe_load(best).items() if k.startswith("model.")}
+        else:
+            tensors = get_state_dict(self.model)
+        final_epoch = pos.best_epoch if final == "best" else pos.epoch
+        meta = {**self.metadata(), "weights": final, "epoch": str(final_epoch)}
+        safe_save(tensors, folder / FINAL, metadata=meta)
+        write_plot(folder, log.records, say)
+        last = [p for p in checkpoints(folder) if p.name.startswith("epoch-")]
+        return Summary(valid, self.metric, pos.best, pos.best_epoch, final, final_epoch or pos.epoch, pos.stopped,
+                       folder / FINAL, last[-1] if last else None)  # fmt: skip
+
+    # *** what is watched ***
+
+    @property
+    def metric(self) -> str:
+        """The validation metric that decides the best epoch (and early stopping)."""
+        metric = (self.train["early_stopping"] or {}).get("metric", "loss")
+        return metric if metric != "accuracy" or self.data.task in ("classify", "language") else "loss"
+
+    @property
+    def final_choice(self) -> str:
+        return self.train.get("final_weights") or "best"
+
+    @property
+    def checkpoint_config(self) -> dict[str, Any]:
+        return self.train["checkpoint"] or {"every_epochs": 1, "keep": 3, "keep_best": True}
+
     def _watched(self, valid: dict[str, float]) -> float:
-        metric = (self.spec.values["train"]["early_stopping"] or {}).get("metric", "loss")
-        return valid.get(metric, valid["loss"])
+        return valid.get(self.metric, valid["loss"])
 
     def _better(self, value: float, best: float) -> bool:
-        stop = self.spec.values["train"]["early_stopping"] or {"metric": "loss", "min_delta": 0.0}
-        delta = stop["min_delta"]
-        return value > best + delta if stop["metric"] == "accuracy" else value < best - delta
+        delta = (self.train["early_stopping"] or {"min_delta": 0.0})["min_delta"]
+        return value > best + delta if self.metric == "accuracy" else value < best - delta
+
+    # *** checkpoints ***
 
     def metadata(self) -> dict[str, str]:
-        """What `specgrad run` needs besides the weights: the spec's hash and the training split's statistics."""
-        stats = {k: np.asarray(v).tolist() for k, v in self.data.stats.items()}
-        return {"spec_hash": spec_hash(self.spec.values), "name": str(self.spec.values["name"]),
-                "task": self.data.task, "normalization": json.dumps(stats)}  # fmt: skip
+        """What `specgrad run` and the exporters need besides the weights: the spec's hash, the task, the training
+        split's input statistics, the regression targets' statistics and the class names."""
+        d = self.data
+        meta = {"spec_hash": spec_hash(self.spec.values), "name": str(self.spec.values["name"]), "task": d.task,
+                "normalization": _listed(d.stats), "target_normalization": _listed(d.target_stats)}  # fmt: skip
+        if d.task == "classify":
+            names = d.class_names or [str(k) for k in range(d.num_classes or 0)]
+            meta["class_names"] = json.dumps(list(names))
+        return meta
 
-    def save_checkpoint(self, folder: Path, name: str, state: tuple) -> Path:
-        """Model, optimizer, data order and random state, written atomically (a crash leaves the previous file)."""
-        epoch, step, best, stale, data_rng, skip = state
-        folder.mkdir(exist_ok=True)
-        path = folder / f"{name}.safetensors"
+    def save_checkpoint(self, folder: Path, name: str, pos: Position) -> Path:
+        """Model, optimizer and position, written atomically (a crash leaves the previous file)."""
+        (folder / "checkpoints").mkdir(exist_ok=True)
+        path = folder / "checkpoints" / f"{name}.safetensors"
         tensors = {
             **{f"model.{k}": v for k, v in get_state_dict(self.model).items()},
             **{f"optimizer.{k}": v for k, v in get_state_dict(self.opt).items() if not k.startswith("params.")},
         }
-        meta = {"epoch": str(epoch), "step": str(step), "best": json.dumps(best), "stale": str(stale),
-                "data_rng": json.dumps(data_rng), "skip": str(skip),
-                "tensor_rng": json.dumps(Tensor._rng.bit_generator.state),
-                "spec_hash": spec_hash(self.spec.values)}  # fmt: skip
+        meta = {**self.metadata(), **pos.to_meta(), "tensor_rng": json.dumps(Tensor._rng.bit_generator.state)}
         safe_save(tensors, path, metadata=meta)
         return path
 
-    def load_checkpoint(self, folder: Path, rng: np.random.Generator) -> tuple[int, int, float | None, int, int]:
-        """Restore the newest checkpoint of a run folder (an epoch's, or the one an interruption wrote); refuse a
-        damaged one or one from another spec. Returns (epochs done, steps done, best, stale, batches to skip)."""
-        found = list((folder / "checkpoints").glob("epoch-*.safetensors"))
-        found += list((folder / "checkpoints").glob("interrupted.safetensors"))
-        if not found:
-            raise ValueError(f"{folder} has no checkpoints to resume from")
-        metas = {p: safe_load_metadata(p) for p in found}
-        path = max(found, key=lambda p: int(metas[p].get("step", 0)))
-        meta, tensors = metas[path], safe_load(path)  # NOTE: read whole before touching the model
-        if meta.get("spec_hash") != spec_hash(self.spec.values):
-            raise ValueError(f"{path} was written for a different spec (after --set and extends); resume with the "
-                             f"spec.resolved.yaml of that run folder")  # fmt: skip
+    def restore(self, folder: Path, say: Callable[[str], None]) -> Position:
+        """The newest checkpoint of a run folder loaded into the model, optimizer, schedule and random state; a run
+        stopped before its first checkpoint starts over. A damaged checkpoint or one of another spec is an error."""
+        found = newest_checkpoint(folder)
+        if found is None:
+            say(f"{folder} has no checkpoint yet (the run stopped before its first one): starting it from step 0")
+            return Position()
+        path, meta = found
+        if meta.get("spec_hash") != spec_hash(self.spec.values) or "position" not in meta:
+            raise SpecError.at(None, f"{path} was not written for the spec of {folder}",
+                               "resume a run folder as `specgrad train` left it")  # fmt: skip
+        try:
+            tensors = safe_load(path)  # NOTE: read whole before touching the model
+        except (OSError, ValueError) as e:
+            raise SpecError.at(None, f"the checkpoint {path} is damaged ({e})",
+                               "delete it to resume from the one before") from None  # fmt: skip
         load_state_dict(self.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
         load_state_dict(self.opt, {k[10:]: v for k, v in tensors.items() if k.startswith("optimizer.")}, strict=False)
-        rng.bit_generator.state = json.loads(meta["data_rng"])
         Tensor._rng.bit_generator.state = json.loads(meta["tensor_rng"])
-        step = int(meta["step"])
-        self.schedule.step(epoch=step)
-        return int(meta["epoch"]), step, json.loads(meta["best"]), int(meta["stale"]), int(meta.get("skip", 0))
+        pos = Position.from_meta(meta)
+        self.schedule.step(epoch=pos.step)
+        where = f"epoch {pos.epoch + 1}, batch {pos.skip + 1}" if pos.skip else f"the end of epoch {pos.epoch}"
+        say(f"resuming from {path.name}: step {pos.step} of {self.total_steps} ({where})")
+        return pos
 
 
 class Interrupted(Exception):
@@ -295,16 +404,11 @@ def _deferred_interrupt() -> Iterator[Callable[[], bool]]:
 
 def cleanup_partial_files(folder: Path) -> None:
     """Temporary files a crash left behind while writing (complete files are renamed into place)."""
-    for tmp in list(folder.glob(".*.safetensors.*")) + list((folder / "checkpoints").glob(".*.safetensors.*")):
+    for tmp in list(folder.glob(".*.*.*")) + list((folder / "checkpoints").glob(".*.safetensors.*")):
         tmp.unlink(missing_ok=True)
 
 
-def prune(folder: Path, keep: int) -> None:
-    for old in sorted(folder.glob("epoch-*.safetensors"))[:-keep]:
-        old.unlink()
-
-
-def write_plot(run: Run) -> None:
+def write_plot(folder: Path, records: list[dict[str, Any]], say: Callable[[str], None]) -> None:
     """metrics.png: loss (and accuracy) per epoch, when matplotlib is installed (an optional extra)."""
     try:
         import matplotlib
@@ -312,24 +416,21 @@ def write_plot(run: Run) -> None:
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
-        print("matplotlib is not installed, so there is no metrics.png (pip install 'specgrad[plot]')")
+        say("matplotlib is not installed, so there is no metrics.png (pip install 'specgrad[plot]')")
         return
-    names = ["loss"] + (["accuracy"] if any("accuracy" in r for r in run.metrics) else [])
+    names = ["loss"] + (["accuracy"] if any("accuracy" in r for r in records) else [])
     fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
     for ax, name in zip(axes[0], names):
         for split in ("train_epoch", "valid"):
-            rows = [r for r in run.metrics if r["split"] == split and name in r]
+            rows = [r for r in records if r["split"] == split and name in r]
             if rows:
-                ax.plot([r["epoch"] for r in rows], [r[name] for r in rows], label=split)
+                ax.plot([r["epoch"] for r in rows], [r[name] for r in rows], marker=".", label=split)
         ax.set_title(name)
         ax.set_xlabel("epoch")
-        ax.legend()
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
     fig.tight_layout()
-    fig.savefig(run.folder / "metrics.png")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
     plt.close(fig)
-
-
-def write_resolved_spec(spec: ValidSpec, folder: Path) -> None:
-    """The spec as it was trained (after extends, vars and --set), with its hash."""
-    text = yaml.safe_dump({"spec_hash": spec_hash(spec.values), **spec.values}, sort_keys=False)
-    (folder / "spec.resolved.yaml").write_text(text)
+    atomic_write(folder / "metrics.png", buf.getvalue())

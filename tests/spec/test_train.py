@@ -73,29 +73,14 @@ def test_exit_codes(tmp_path: Path) -> None:
     assert code == 4 and "the loss became" in output and "lower train.lr" in output
 
 
-def test_resume_gives_the_same_weights_as_an_uninterrupted_run(tmp_path: Path) -> None:
-    code, output, straight = train(tmp_path / "a", "digits_cnn.yaml", "--epochs", "4")
-    assert code == 0, output
-    code, output, halted = train(tmp_path / "b", "digits_cnn.yaml", "--epochs", "2")
-    assert code == 0, output
-    result = runner.invoke(app, ["train", str(SPECS / "digits_cnn.yaml"), "--epochs", "4", "--resume", str(halted)])
-    assert result.exit_code == 0, result.output
-    a, b = safe_load(straight / "model.safetensors"), safe_load(halted / "model.safetensors")
-    assert a.keys() == b.keys()
-    for k in a:
-        assert (a[k].numpy() == b[k].numpy()).all(), k
-    assert [r["epoch"] for r in metrics(halted) if r["split"] == "valid"] == [1, 2, 3, 4]
-    assert (halted / "checkpoints" / "best.safetensors").exists() and (straight / "metrics.png").exists()
-
-
 def test_damaged_checkpoint_is_refused(tmp_path: Path) -> None:
     code, output, folder = train(tmp_path, "digits_mlp.yaml", "--epochs", "1")
     assert code == 0, output
     ckpt = next((folder / "checkpoints").glob("epoch-*.safetensors"))
     ckpt.write_bytes(ckpt.read_bytes()[:100])
     (folder / "checkpoints" / ".epoch-00009.safetensors.tmp123").write_bytes(b"partial")
-    result = runner.invoke(app, ["train", str(SPECS / "digits_mlp.yaml"), "--epochs", "2", "--resume", str(folder)])
-    assert result.exit_code == 1 and "is not a valid safetensors file" in result.output
+    result = runner.invoke(app, ["train", "--resume", str(folder)])
+    assert result.exit_code == 1 and "is damaged" in result.output and "delete it" in result.output
     assert "Traceback" not in result.output
     assert not list((folder / "checkpoints").glob(".*")), "stray temporary files are cleaned up"
 
@@ -106,32 +91,3 @@ def test_early_stopping(tmp_path: Path) -> None:
     assert code == 0, output
     records = metrics(folder)
     assert records[-1]["split"] == "stop" and records[-1]["epoch"] == 2
-
-
-def test_ctrl_c_saves_a_checkpoint_and_resume_finishes_identically(tmp_path: Path, monkeypatch) -> None:
-    import contextlib
-
-    import specgrad.spec.trainer as trainer
-
-    code, output, straight = train(tmp_path / "a", "digits_mlp.yaml", "--epochs", "2")
-    assert code == 0, output
-    calls = [0]
-
-    @contextlib.contextmanager
-    def ctrl_c_after_30_steps():  # NOTE: as if Ctrl-C were pressed during step 30 (mid-epoch 2)
-        def pressed() -> bool:
-            calls[0] += 1
-            return calls[0] == 30
-
-        yield pressed
-
-    with monkeypatch.context() as patch:
-        patch.setattr(trainer, "_deferred_interrupt", ctrl_c_after_30_steps)
-        code, output, halted = train(tmp_path / "b", "digits_mlp.yaml", "--epochs", "2")
-    assert code == 130 and "training state saved to" in output and "--resume" in output
-    assert (halted / "checkpoints" / "interrupted.safetensors").exists()
-    result = runner.invoke(app, ["train", str(SPECS / "digits_mlp.yaml"), "--epochs", "2", "--resume", str(halted)])
-    assert result.exit_code == 0, result.output
-    a, b = safe_load(straight / "model.safetensors"), safe_load(halted / "model.safetensors")
-    assert all((a[k].numpy() == b[k].numpy()).all() for k in a)
-    assert not (halted / "checkpoints" / "interrupted.safetensors").exists()

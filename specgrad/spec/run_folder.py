@@ -1,0 +1,183 @@
+"""A run folder: what `specgrad train` writes and what run, export and --resume read back.
+
+    runs/<name>-<n>/spec.resolved.yaml    the spec as trained (extends, vars, --set, --epochs/--steps applied)
+                    metrics.jsonl         one JSON record per line, in step order
+                    metrics.png           loss (and accuracy) per epoch, with the plot extra
+                    checkpoints/          epoch-NNNNN, best, interrupted: model, optimizer and position
+                    model.safetensors     the final weights (the best or the last, as train.final_weights says)
+
+Every file is written atomically. Imports nn.state, spec.data, spec.errors and spec.validate; never Tensor graphs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specgrad.helpers import atomic_write
+from specgrad.nn.state import safe_load_metadata
+from specgrad.spec.data import data_file
+from specgrad.spec.errors import SpecError
+from specgrad.spec.schema import Section
+from specgrad.spec.validate import TOP, ValidSpec, validate_file
+
+RESOLVED = "spec.resolved.yaml"
+FINAL = "model.safetensors"
+PATH_KEYS = ("path",)  # NOTE: data keys holding a file path, rewritten relative to the folder of the spec file
+
+
+def spec_hash(values: dict[str, Any]) -> str:
+    """A short hash of everything a spec says, except where its data file lies (a resolved copy in a run folder names
+    the same file by another relative path)."""
+    data = values.get("data")
+    if isinstance(data, dict):
+        values = {**values, "data": {k: v for k, v in data.items() if k not in PATH_KEYS}}
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def is_run_folder(path: Path) -> bool:
+    return path.is_dir() and (path / RESOLVED).is_file()
+
+
+def spec_file(path: Path) -> Path:
+    """A spec file, or the resolved spec of a run folder given in its place."""
+    if path.is_dir():
+        if not is_run_folder(path):
+            raise SpecError.at(None, f"{path} is a folder but not a run folder (it has no {RESOLVED})",
+                               "pass a spec file, or a folder `specgrad train` wrote")  # fmt: skip
+        return path / RESOLVED
+    return path
+
+
+def final_weights(path: Path) -> Path:
+    """The weights a run folder's model.safetensors holds, or an error saying how the run ended without them."""
+    weights = path / FINAL
+    if weights.is_file():
+        return weights
+    ckpts = sorted((path / "checkpoints").glob("*.safetensors")) if (path / "checkpoints").is_dir() else []
+    hint = f"pass one of its checkpoints with --weights, e.g. {ckpts[-1]}" if ckpts else "train it to the end first"
+    raise SpecError.at(None, f"the run folder {path} has no {FINAL} (the run has not finished)", hint)
+
+
+def new_run_folder(out: Path, name: str) -> Path:
+    """out/<name>-<n>, the first n not taken."""
+    if out.exists() and not out.is_dir():
+        raise SpecError.at(None, f"--out {out} is a file, not a folder", "pass a folder for the run folders")
+    out.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        try:
+            folder = out / f"{name}-{n}"
+            folder.mkdir()
+            return folder
+        except FileExistsError:  # NOTE: mkdir, not exists(): two runs started at once get different folders
+            n += 1
+
+
+def _as_written(values: dict[str, Any], section: Section) -> dict[str, Any]:
+    """A section's values less those equal to their defaults (validation fills them in again): the file reads as a
+    spec someone wrote, and keys that apply to other choices (data.samples for a file source) stay out."""
+    ret = {}
+    for key, value in values.items():
+        f = section.fields.get(key)
+        if f is not None and f.section is not None and isinstance(value, dict):
+            value = _as_written(value, f.section)
+        empty = value is None or (value == {} and f is not None and f.section is not None)
+        if not empty and (f is None or value != f.default):
+            ret[key] = value
+    return ret
+
+
+def write_resolved_spec(spec: ValidSpec, folder: Path) -> None:
+    """The spec as it will be trained, as a spec file: it validates, trains, runs and exports by itself and has the
+    same spec_hash. A data file is named relative to the run folder."""
+    values = {k: v for k, v in spec.values.items() if k != "extends"}
+    data = values.get("data")
+    if isinstance(data, dict):
+        values["data"] = {**data, **{k: _relative(data_file(spec), folder) for k in PATH_KEYS if data.get(k)}}
+    body = yaml.safe_dump(_as_written(values, TOP), sort_keys=False, allow_unicode=True)
+    head = f"# the spec of this run as trained (spec_hash {spec_hash(spec.values)}); written by specgrad train\n"
+    atomic_write(folder / RESOLVED, (head + body).encode())
+
+
+def _relative(target: Path, folder: Path) -> str:
+    """A file named in the spec, as seen from the run folder."""
+    return os.path.relpath(target.resolve(), folder.resolve())
+
+
+def read_resolved_spec(folder: Path) -> ValidSpec:
+    if not (folder / RESOLVED).is_file():
+        raise SpecError.at(None, f"{folder} is not a run folder: it has no {RESOLVED}",
+                           "pass a folder that `specgrad train` wrote")  # fmt: skip
+    return validate_file(folder / RESOLVED)
+
+
+# *** metrics ***
+
+
+@dataclass
+class MetricsLog:
+    """metrics.jsonl: records in step order, appended and flushed one by one."""
+
+    folder: Path
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def path(self) -> Path:
+        return self.folder / "metrics.jsonl"
+
+    def log(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        with open(self.path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+            f.flush()
+
+    def rewind(self, step: int, epoch: int) -> None:
+        """Keep what was logged up to a checkpoint (step, epochs finished): a resumed run logs the rest again, so
+        nothing is recorded twice. A line cut short by a crash is dropped."""
+        kept = []
+        for line in self.path.read_text().splitlines() if self.path.exists() else []:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            epoch_done = record.get("split") == "train" or record.get("epoch", 0) <= epoch
+            if isinstance(record, dict) and record.get("step", 0) <= step and epoch_done:
+                kept.append(record)
+        atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+        self.records = kept
+
+
+# *** checkpoints ***
+
+
+def checkpoints(folder: Path) -> list[Path]:
+    return sorted((folder / "checkpoints").glob("*.safetensors")) if (folder / "checkpoints").is_dir() else []
+
+
+def newest_checkpoint(folder: Path) -> tuple[Path, dict[str, str]] | None:
+    """The checkpoint furthest into training (an epoch's or the one an interruption wrote), with its metadata."""
+    found = [p for p in checkpoints(folder) if p.name != "best.safetensors"]
+    if not found:
+        return None
+    metas = {}
+    for p in found:
+        try:
+            metas[p] = safe_load_metadata(p)
+        except (OSError, ValueError) as e:
+            raise SpecError.at(None, f"the checkpoint {p} is damaged ({e})",
+                               "delete it to resume from the one before") from None  # fmt: skip
+    path = max(found, key=lambda p: (int(metas[p].get("step", 0)), p.name == "interrupted.safetensors"))
+    return path, metas[path]
+
+
+def prune(folder: Path, keep: int) -> None:
+    """Keep the newest `keep` epoch checkpoints; called only after a newer one is on disk."""
+    for old in sorted((folder / "checkpoints").glob("epoch-*.safetensors"))[:-keep]:
+        old.unlink()
