@@ -12,6 +12,7 @@ from rich.table import Table
 from specgrad.helpers import prod
 from specgrad.spec.data import check_data
 from specgrad.spec.errors import Problem, SpecError
+from specgrad.spec.run_folder import spec_file
 from specgrad.spec.validate import ValidSpec, validate_file
 
 MAX_SHOWN = 50  # NOTE: a long list of problems usually has one cause near its top
@@ -76,7 +77,7 @@ def _fail(problems: list[Problem], as_json: bool) -> None:
 
 def validate(spec: Path, overrides: list[str], as_json: bool) -> None:
     try:
-        result = validate_file(spec, overrides)
+        result = validate_file(spec_file(spec), overrides)
     except SpecError as e:
         _fail(e.problems, as_json)
     problems = check_data(result)  # NOTE: the data contract: the data as the model, loss and labels need it
