@@ -98,9 +98,13 @@ class _Source:
         return self.node("data", key) is not None or self.data[key] != DATA.fields[key].default
 
     def output(self) -> tuple[tuple[int, ...], Location]:
-        """The model's (one) output: its shape per example and where its layer is written."""
-        step = next(s for s in self.spec.steps if s.name == self.spec.outputs[0])
-        return tuple(step.out_shape), step.loc
+        """The model's (one) output: its shape per example, and where its width is set (the output layer, or the last
+        layer before it with an `out`, when activations follow that one)."""
+        steps = {s.name: s for s in self.spec.steps}
+        last = step = steps[self.spec.outputs[0]]
+        while "out" not in step.args and len(step.srcs) == 1 and step.srcs[0] in steps:
+            step = steps[step.srcs[0]]
+        return tuple(last.out_shape), (step if "out" in step.args else last).loc
 
     def input_loc(self, key: str = "shape") -> Location | None:
         node = self.node("input", key) or self.node("inputs", self.name, key)
@@ -220,7 +224,7 @@ class _Target:
     """What a loader knows of its targets: the task, words for messages, and (for class labels from a file) where
     example i's label is written, as ('row 5, column 'y'' or 'y[4] in d.npz', its location)."""
 
-    task: str  # "classify" or "regress"
+    task: str  # "classify", "regress" or "language"
     what: str  # e.g. "the values of column 'price' in houses.csv"
     label_at: Callable[[int], tuple[str, Location]] | None = None
     names: list[str] | None = None  # class names of text labels (y holds their indices)
@@ -641,7 +645,7 @@ def _csv_labels(rows: list[tuple[int, list[str]]], header: list[str], col: int, 
     cells = [(line, c[col].strip()) for line, c in rows if len(c) == len(header)]
     if not any(s and not _is_number(s) for _, s in cells):
         values, problems = _csv_numbers([(line, c) for line, c in rows if len(c) == len(header)], header, [col], file)
-        return values[:, 0], None, [p for p in problems if "cells, but the header" not in p.message]
+        return values[:, 0], None, problems
     names = sorted({s for _, s in cells if s})
     index = {name: i for i, name in enumerate(names)}
     problems = [Problem(f"row {line}, column '{header[col]}' is empty", Location(str(file), line, col + 1),
