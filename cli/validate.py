@@ -5,12 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
 
 from specgrad.helpers import prod
-from specgrad.spec.data import check_data
+from specgrad.spec.data import Dataset, inspect_data
 from specgrad.spec.errors import Problem, SpecError
 from specgrad.spec.run_folder import spec_file
 from specgrad.spec.validate import ValidSpec, validate_file
@@ -61,6 +62,31 @@ def summary_json(spec: ValidSpec) -> dict:
             "activation_bytes": spec.activation_bytes, "batch_size": spec.batch_size}  # fmt: skip
 
 
+def data_json(data: Dataset | None) -> dict | None:
+    if data is None:
+        return None
+    stats = {k: np.asarray(v).tolist() for k, v in data.target_stats.items()}
+    return {"task": data.task, "train_examples": len(data.x_train), "valid_examples": len(data.x_valid),
+            "num_classes": data.num_classes, "class_names": data.class_names, "target_stats": stats}  # fmt: skip
+
+
+def data_line(data: Dataset) -> str:
+    """What the data is, in one line: examples per split and what the model learns from them."""
+    head = f"data: {len(data.x_train):,} training and {len(data.x_valid):,} validation examples; "
+    if data.task == "classify":
+        names = data.class_names or []
+        shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        return head + f"{data.num_classes} classes ({shown})"
+    if data.task == "language":
+        return head + f"the next character at each position, {data.num_classes} character codes"
+    shape = list(data.y_train.shape[1:])
+    if not data.target_stats:
+        return head + f"targets of shape {shape}"
+    mean, std = data.target_stats["mean"].reshape(-1), data.target_stats["std"].reshape(-1)
+    stats = f"mean {mean[0]:.4g}, std {std[0]:.4g}" if len(mean) == 1 else f"{len(mean)} means and stds"
+    return head + f"targets of shape {shape}, standardized for training ({stats} in the training split)"
+
+
 def _fail(problems: list[Problem], as_json: bool) -> None:
     """Print every problem (JSON, or one per line up to MAX_SHOWN) and exit 1."""
     if as_json:
@@ -80,12 +106,14 @@ def validate(spec: Path, overrides: list[str], as_json: bool) -> None:
         result = validate_file(spec_file(spec), overrides)
     except SpecError as e:
         _fail(e.problems, as_json)
-    problems = check_data(result)  # NOTE: the data contract: the data as the model, loss and labels need it
+    data, problems = inspect_data(result)  # NOTE: the data contract: the data as the model, loss and labels need it
     if problems:
         _fail(problems, as_json)
     if as_json:
-        typer.echo(json.dumps(summary_json(result), indent=2))
+        typer.echo(json.dumps({**summary_json(result), "data": data_json(data)}, indent=2))
         return
     Console().print(summary_table(result))
+    if data is not None:
+        typer.echo(data_line(data))
     typer.echo(f"{spec}: valid; {result.params:,} parameters, {_size(result.step_flops, ' FLOP')} per training step, "
                f"{_bytes(result.activation_bytes)} of activations per batch")  # fmt: skip

@@ -171,14 +171,18 @@ def load_data(spec: ValidSpec) -> Dataset:
 
 def check_data(spec: ValidSpec) -> list[Problem]:
     """The problems load_data would raise (none when the spec has no data section): what `validate` reports."""
+    return inspect_data(spec)[1]
+
+
+def inspect_data(spec: ValidSpec) -> tuple[Dataset | None, list[Problem]]:
+    """(the data, or None when it has problems or the spec has no data section; its problems)."""
     # TODO: read only headers, shapes and the target column of large files; here every source is small enough to load
     if (spec.values.get("data") or {}).get("source") is None:
-        return []
+        return None, []
     try:
-        load_data(spec)
+        return load_data(spec), []
     except SpecError as e:
-        return e.problems
-    return []
+        return None, e.problems
 
 
 def _check_unused(src: _Source) -> None:

@@ -379,3 +379,14 @@ def test_csv_classification_validates(tmp_path: Path) -> None:
     (tmp_path / "s.yaml").write_text(CSV_SPEC)  # text labels: classification without data.task
     result = runner.invoke(app, ["validate", str(tmp_path / "s.yaml")])
     assert result.exit_code == 0 and "valid;" in result.output, result.output
+    assert "data: 7 training and 2 validation examples; 3 classes (cat, dog, emu)" in result.output
+
+
+def test_validate_reports_what_the_data_is() -> None:
+    result = runner.invoke(app, ["validate", str(ROOT / "specs" / "house_prices.yaml")])
+    assert "data: 320 training and 80 validation examples; targets of shape [1], standardized for training (mean " \
+           "228.6, std 93.69 in the training split)" in result.output  # fmt: skip
+    data = json.loads(runner.invoke(app, ["validate", str(ROOT / "specs" / "house_prices.yaml"), "--json"]).output)
+    assert data["data"]["task"] == "regress" and abs(data["data"]["target_stats"]["mean"][0] - 228.6) < 0.1
+    data = json.loads(runner.invoke(app, ["validate", str(ROOT / "specs" / "digits_mlp.yaml"), "--json"]).output)
+    assert data["data"]["class_names"] == [str(i) for i in range(10)] and data["data"]["train_examples"] == 1438
