@@ -90,7 +90,8 @@ TRAIN = Section("train", "how the model is trained", {
                             section=EARLY_STOPPING),
     "checkpoint": Field("map", "checkpoint cadence", None, section=CHECKPOINT),
     "final_weights": Field("str", "which weights model.safetensors keeps: best (the epoch with the best validation "
-                           "metric, early_stopping.metric or loss) or last", "best", choices=("best", "last"))})  # fmt: skip
+                           "metric, early_stopping.metric or loss) or last", "best", choices=("best", "last")),
+})  # fmt: skip
 
 TOP = Section("spec", "a model, its data and its training recipe", {
     "specgrad": Field("int", f"format version of the spec; this specgrad reads {FORMAT_VERSION}", REQUIRED,
