@@ -111,10 +111,15 @@ def run_command(
 
 @app.command("export")
 def export_command(
-    spec: Annotated[Path, typer.Argument(help="the spec file (YAML)")],
-    weights: Annotated[Path, typer.Option(help="the trained weights: a run folder's model.safetensors")],
+    spec: Annotated[Path, typer.Argument(help="the spec file (YAML), or a run folder (its spec and final weights)")],
     fmt: Annotated[str, typer.Option("--format", help="safetensors, onnx or c")],
-    out: Annotated[Path, typer.Option(help="the file to write (.safetensors, .onnx or .c)")],
+    weights: Annotated[
+        Path | None,
+        typer.Option(help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"),
+    ] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="the file to write (default for a run folder: model.onnx, model.c there)")
+    ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
 ) -> None:
     """Export trained weights: safetensors, ONNX (needs the onnx extra), or self-contained C source."""

@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+from specgrad.cli.export import EXTENSIONS, write_export
 
 from specgrad import Device
 from specgrad.device import DeviceUnavailable
@@ -76,6 +77,20 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
         raise _fail(f"interrupted before the first step; continue with\n  specgrad train --resume {folder}",
                     130) from None  # fmt: skip
     report(summary)
+    write_exports(spec, summary, folder)
+
+
+def write_exports(spec: ValidSpec, summary: Summary, folder: Path) -> None:
+    """The formats the spec's export: lists, written into the run folder from the final weights."""
+    for fmt in spec.values["export"]:
+        if fmt == "safetensors":
+            continue  # NOTE: model.safetensors is that export
+        try:
+            typer.echo(write_export(spec, summary.weights, fmt, folder / f"model{EXTENSIONS[fmt]}"))
+        except (ImportError, RuntimeError) as e:
+            raise _fail(f"error: the weights are saved, but the {fmt} export failed: {e}", 3) from None
+        except (SpecError, ValueError) as e:
+            raise _fail(f"error: the weights are saved, but the {fmt} export failed: {e}", 1) from None
 
 
 def report(s: Summary) -> None:

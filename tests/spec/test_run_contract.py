@@ -189,6 +189,55 @@ def test_the_run_folder_is_self_contained(tmp_path: Path, straight: Path) -> Non
     assert retrained.exit_code == 0, retrained.output
 
 
+def test_export_from_a_run_folder_and_the_specs_export_list(tmp_path: Path) -> None:
+    code, output, folder = train(tmp_path, *FAST, "--steps", "5", "--set", "export=[safetensors, onnx, c]")
+    assert code == 0, output
+    assert (folder / "model.onnx").is_file() and (folder / "model.c").is_file() and "model.h" in output
+    (folder / "model.onnx").unlink()
+    result = runner.invoke(app, ["export", str(folder), "--format", "onnx"])
+    assert result.exit_code == 0 and (folder / "model.onnx").is_file(), result.output
+    ckpt = next((folder / "checkpoints").glob("epoch-*.safetensors"))
+    result = runner.invoke(app, ["export", str(folder), "--format", "onnx", "--weights", str(ckpt), "--out",
+                                 str(tmp_path / "from-checkpoint.onnx")])  # fmt: skip
+    assert result.exit_code == 0 and (tmp_path / "from-checkpoint.onnx").is_file(), result.output
+    result = runner.invoke(app, ["export", str(SPECS / "digits_mlp.yaml"), "--format", "onnx", "--weights",
+                                 str(folder / "model.safetensors")])  # fmt: skip
+    assert result.exit_code == 1 and "--out is needed" in result.output
+    result = runner.invoke(app, ["export", str(folder), "--format", "onnx", "--out", str(tmp_path)])
+    assert result.exit_code == 1 and "is a folder" in result.output and "Traceback" not in result.output
+
+
+def test_epoch_lines_are_live_when_piped(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "specgrad.cli.main", "train", str(SPECS / "digits_mlp.yaml"), *FAST, "--epochs",
+           "200", "--out", str(tmp_path)]  # fmt: skip
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = [proc.stdout.readline() for _ in range(2)]
+        assert proc.poll() is None, "the first epoch's line arrived while training went on"
+    finally:
+        proc.kill()
+        proc.wait()
+    assert lines[0].startswith("training digits-mlp") and lines[1].startswith("epoch   1/200  train loss ")
+
+
+def test_the_progress_bar_on_a_terminal_shows_no_nan(tmp_path: Path) -> None:
+    import pty
+
+    cmd = [sys.executable, "-m", "specgrad.cli.main", "train", str(SPECS / "digits_mlp.yaml"), *FAST, "--steps",
+           "1", "--out", str(tmp_path)]  # fmt: skip
+    main, child = pty.openpty()
+    proc = subprocess.Popen(cmd, stdout=child, stderr=child)
+    os.close(child)
+    seen = b""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(main, 4096):
+            seen += chunk
+    proc.wait()
+    text = seen.decode(errors="replace")
+    assert proc.returncode == 0, text
+    assert "1 step (1 epoch of 89 steps, the last one partial)" in text and "nan" not in text.lower()
+
+
 def test_final_weights_best_or_last_and_said(tmp_path: Path) -> None:
     code, output, folder = train(tmp_path / "best", *FAST, "--epochs", "3")
     assert code == 0, output

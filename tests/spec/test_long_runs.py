@@ -1,0 +1,28 @@
+"""Every shipped spec trains for thousands of steps with a finite, falling loss (slow: run with -m slow)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from specgrad.cli.main import app
+from typer.testing import CliRunner
+
+SPECS = Path(__file__).resolve().parents[2] / "specs"
+runner = CliRunner()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("spec", sorted(p.name for p in SPECS.glob("*.yaml")))
+def test_three_thousand_steps_stay_finite_and_learn(tmp_path: Path, spec: str) -> None:
+    result = runner.invoke(app, ["train", str(SPECS / spec), "--steps", "3000", "--out", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    folder = next(tmp_path.iterdir())
+    rows = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+    losses = [r["loss"] for r in rows if r["split"] == "train"]
+    assert max(r["step"] for r in rows) == 3000 and all(math.isfinite(v) for v in losses)
+    tenth = len(losses) // 10
+    assert np.mean(losses[-tenth:]) < 0.5 * np.mean(losses[:tenth]), (losses[:tenth], losses[-tenth:])
