@@ -33,8 +33,34 @@ def resolve(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> YNod
     """The spec at `path` merged over the specs it extends, with `overrides` applied, then its variables replaced."""
     root = _load_extended(os.fspath(path), ())
     for text in overrides:
+        _check_var_override(root, text)
         root = apply_override(root, text)
     return substitute_vars(root)
+
+
+def _check_var_override(root: YNode, text: str) -> None:
+    """--set vars.NAME=... must name a variable the spec defines or uses: a typo would otherwise change nothing."""
+    key = text.partition("=")[0]
+    parts = [p.strip() for p in key.split(".")]
+    if len(parts) < 2 or parts[0] != "vars" or not _NAME.fullmatch(parts[1]):
+        return
+    vars_node = root.get("vars") if root.kind == "map" else None
+    defined = list(vars_node.value) if vars_node is not None and vars_node.kind == "map" else []
+    if parts[1] in defined or parts[1] in _references(root):
+        return
+    col = len(key) - len(key.lstrip()) + key.index(".") + 2
+    known = f"its variables are {', '.join(defined)}" if defined else "it defines no variables under vars:"
+    raise SpecError.at(Location(f"--set {text}", 1, col), f"the spec has no variable '{parts[1]}', so setting it "
+                       "would change nothing", did_you_mean(parts[1], defined) or known)  # fmt: skip
+
+
+def _references(node: YNode) -> set[str]:
+    """Every $name written anywhere under `node`."""
+    if node.kind == "map":
+        return {name for v in node.value.values() for name in _references(v)}
+    if node.kind == "seq":
+        return {name for v in node.value for name in _references(v)}
+    return {m.group(1) for m in _REF.finditer(node.value)} - {None} if isinstance(node.value, str) else set()
 
 
 # ---- extends: a spec merged over its base, recursively

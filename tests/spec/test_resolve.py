@@ -529,3 +529,11 @@ def test_validate_reports_an_inherited_value_in_its_base_file(write: Callable[[s
     check_error(
         lambda: validate_file("s.yaml"), "base.yaml:5:17", "train.epochs must be between 1 and 1000000, got '0'"
     )
+
+
+def test_set_of_a_variable_the_spec_neither_defines_nor_uses(write: Callable[[str, str], str]) -> None:
+    path = write("v.yaml", "vars: {hidden: 8}\nmodel:\n  - linear: $hidden\n  - linear: $out\n")
+    check_error(lambda: resolve(path, ["vars.hiden=3"]), "--set vars.hiden=3:1:6",
+                "the spec has no variable 'hiden', so setting it would change nothing",
+                "did you mean 'hidden'?")  # fmt: skip
+    assert resolve(path, ["vars.hidden=3", "vars.out=2"]).to_plain()["model"] == [{"linear": 3}, {"linear": 2}]
