@@ -59,7 +59,7 @@ def demo_command(
 
 @app.command("validate")
 def validate_command(
-    spec: Annotated[Path, typer.Argument(help="the spec file (YAML)")],
+    spec: Annotated[Path, typer.Argument(help="the spec file (YAML), or a run folder (its spec.resolved.yaml)")],
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary or the errors as JSON")] = False,
 ) -> None:

@@ -30,9 +30,12 @@ def field_schema(f: Field) -> dict[str, Any]:
         ret["items"] = field_schema(f.item)
     if f.section is not None:
         ret.update(section_schema(f.section))
+    alternatives = [ret]
     if f.kind in ("int", "float", "bool"):  # NOTE: a value may be a variable or arithmetic over them: "4 * $d"
-        return {"description": f.description, "anyOf": [ret, {"type": "string", "pattern": "\\$"}]}
-    return ret
+        alternatives.append({"type": "string", "pattern": "\\$"})
+    if f.default is None and f.kind in _TYPES:  # NOTE: null sets an optional value back to none
+        alternatives.append({"type": "null"})
+    return ret if len(alternatives) == 1 else {"description": f.description, "anyOf": alternatives}
 
 
 def section_schema(section: Section) -> dict[str, Any]:

@@ -74,6 +74,8 @@ def describe(node: YNode) -> str:
 def check_value(node: YNode, f: Field, where: str) -> list[Problem]:
     """Type, range and choices of one value; YAML surprises explained."""
     k = kind_of(node)
+    if node.kind == "scalar" and node.value is None and f.default is None and f.kind != "any":
+        return []  # NOTE: null sets an optional value back to none (train.early_stopping: null stops never)
     if f.kind != "any" and not (k == f.kind or (f.kind == "float" and k == "int")):
         return [_type_problem(node, f, where, k)]
     if f.kind in ("int", "float"):

@@ -390,3 +390,10 @@ def test_validate_reports_what_the_data_is() -> None:
     assert data["data"]["task"] == "regress" and abs(data["data"]["target_stats"]["mean"][0] - 228.6) < 0.1
     data = json.loads(runner.invoke(app, ["validate", str(ROOT / "specs" / "digits_mlp.yaml"), "--json"]).output)
     assert data["data"]["class_names"] == [str(i) for i in range(10)] and data["data"]["train_examples"] == 1438
+
+
+def test_null_turns_an_optional_value_off_but_not_a_required_one() -> None:
+    spec = validate_file(ROOT / "specs" / "digits_cnn.yaml", ["train.early_stopping=null", "train.steps=null"])
+    assert spec.values["train"]["early_stopping"] is None and spec.values["train"]["steps"] is None
+    with pytest.raises(SpecError, match="train.lr must be a number"):
+        validate_file(ROOT / "specs" / "digits_cnn.yaml", ["train.lr=null"])
