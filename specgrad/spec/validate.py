@@ -151,8 +151,9 @@ class ValidSpec:
         return next(s.out_shape for s in self.steps if s.name == name)
 
 
-def validate_file(path: str | Path, overrides: Sequence[str] = ()) -> ValidSpec:
-    """Every problem of the first stage that has any, as one SpecError; otherwise the validated spec."""
+def validate_file(path: str | Path, overrides: Sequence[str] = (), data_files: bool = True) -> ValidSpec:
+    """Every problem of the first stage that has any, as one SpecError; otherwise the validated spec. With data_files
+    False a missing data file is no problem (running or exporting trained weights does not read it)."""
     root = resolve(path, overrides)
     if root.kind != "map":
         raise SpecError([Problem(f"a spec is a mapping of keys like specgrad:, name:, model:, got {describe(root)}",
@@ -161,7 +162,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = ()) -> ValidSpec:
     inputs, found = _inputs(root)
     blocks, block_problems = _blocks(root.get("blocks"))
     problems += found + block_problems
-    problems += _check_data(root.get("data"))
+    problems += _check_data(root.get("data"), data_files)
     model = root.value.get("model")
     nodes, outputs = [], ()
     if model is not None:
@@ -242,7 +243,7 @@ def _model(model: YNode, blocks: dict[str, YNode], named: bool) -> tuple[list, t
     return nodes, tuple(o.value for o in model.value["outputs"].value), problems
 
 
-def _check_data(node: YNode | None) -> list[Problem]:
+def _check_data(node: YNode | None, data_files: bool) -> list[Problem]:
     """Cross-field: the keys the chosen source needs (one of a tuple of alternatives)."""
     if node is None or node.kind != "map" or not isinstance((source := node.get("source")), YNode):
         return []
@@ -252,7 +253,7 @@ def _check_data(node: YNode | None) -> list[Problem]:
         if not any(o in node.value for o in options):
             problems.append(Problem(f"data with source: {source.value} needs {' or '.join(options)}", source.loc))
     path = node.get("path")
-    if path is not None and isinstance(path.value, str) and not path.loc.file.startswith("--set"):
+    if data_files and path is not None and isinstance(path.value, str) and not path.loc.file.startswith("--set"):
         full = Path(path.loc.file).parent / path.value
         if not full.is_file():
             problems.append(Problem(f"data.path: no such file: {full}", path.loc,
