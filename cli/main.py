@@ -74,7 +74,7 @@ def train_command(
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
     device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
-    out: Annotated[Path, typer.Option(help="folder for run folders")] = Path("runs"),
+    out: Annotated[Path | None, typer.Option(help="folder for run folders (default: runs)")] = None,
     epochs: Annotated[int | None, typer.Option(min=1, help="train for this many epochs instead")] = None,
     steps: Annotated[
         int | None, typer.Option(min=1, help="train for exactly this many steps (the last epoch may be partial)")

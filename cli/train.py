@@ -18,7 +18,15 @@ from specgrad.cli.export import EXTENSIONS, write_export
 from specgrad import Device
 from specgrad.device import DeviceUnavailable
 from specgrad.spec.errors import SpecError
-from specgrad.spec.run_folder import MetricsLog, new_run_folder, read_resolved_spec, spec_file, write_resolved_spec
+from specgrad.spec.run_folder import (
+    MetricsLog,
+    locked,
+    new_run_folder,
+    newest_checkpoint,
+    read_resolved_spec,
+    spec_file,
+    write_resolved_spec,
+)
 from specgrad.spec.trainer import Interrupted, NonFiniteLoss, Summary, Trainer, plural
 from specgrad.spec.validate import ValidSpec, validate_file
 
@@ -36,48 +44,75 @@ def _fail(message: str, code: int) -> typer.Exit:
     return typer.Exit(code)
 
 
-def train(spec_path: Path | None, overrides: list[str], device: str | None, out: Path, epochs: int | None,
+def train(spec_path: Path | None, overrides: list[str], device: str | None, out: Path | None, epochs: int | None,
           steps: int | None, resume: Path | None = None) -> None:  # fmt: skip
     if resume is None and spec_path is None:
         raise _fail("error: name a spec to train, or a run folder to continue with --resume RUN_DIR", 2)
-    if resume is not None and (overrides or epochs or steps):
-        raise _fail("error: --resume continues a run exactly as it was started (its spec.resolved.yaml, with every "
-                    "--set, --epochs and --steps it had); to change the recipe, start a new run", 2)  # fmt: skip
+    if resume is not None and (overrides or epochs or steps or out is not None):
+        raise _fail("error: --resume continues a run exactly as it was started, in its own folder (its "
+                    "spec.resolved.yaml, with every --set, --epochs and --steps it had); to change the recipe, start a "
+                    "new run", 2)  # fmt: skip
     try:
-        spec = read_resolved_spec(resume) if resume is not None else validate_file(spec_file(spec_path), overrides)
-        spec = with_length(spec, epochs, steps)
+        if resume is not None:
+            spec, device = read_resolved_spec(resume), _resume_device(resume, device)
+        else:
+            spec = with_length(validate_file(spec_file(spec_path), overrides), epochs, steps)
         if device is not None:
             Device.DEFAULT = device
         trainer = Trainer.create(spec)
-        folder = resume if resume is not None else new_run_folder(out, str(spec.values["name"]))
-        if resume is None:
-            write_resolved_spec(spec, folder)
-        log = MetricsLog(folder)
-    except SpecError as e:
+        folder = resume if resume is not None else new_run_folder(out or Path("runs"), str(spec.values["name"]))
+        with locked(folder):
+            if resume is None:
+                write_resolved_spec(spec, folder)
+            elif spec_path is not None:
+                typer.echo(f"note: continuing {folder} with its own spec.resolved.yaml ({spec_path} is not read)")
+            _train(spec, trainer, folder, resume is not None)
+    except SpecError as e:  # NOTE: also a damaged checkpoint, or one from another spec or data, when resuming
         raise _fail(str(e), 1) from None
     except DeviceUnavailable as e:
         raise _fail(f"error: {e}", 3) from None
-    if resume is not None and spec_path is not None:
-        typer.echo(f"note: continuing {folder} with its own spec.resolved.yaml ({spec_path} is not read)")
+
+
+def _resume_device(folder: Path, device: str | None) -> str | None:
+    """The device the run trained on (another one computes other bits), unless --device says otherwise."""
+    found = newest_checkpoint(folder)
+    trained_on = found[1].get("device") if found else None
+    if device is not None and trained_on is not None and Device.canonicalize(device) != trained_on:
+        typer.echo(f"note: {folder} trained on {trained_on}; on {device} its weights will not be bit-identical to "
+                   "an uninterrupted run")  # fmt: skip
+    return device or trained_on
+
+
+def _train(spec: ValidSpec, trainer: Trainer, folder: Path, resume: bool) -> None:
     spe, total = trainer.steps_per_epoch, trainer.total_steps
     partial = ", the last one partial" if total % spe else ""
     length = f"{plural(total, 'step')} ({plural(trainer.epochs, 'epoch')} of {plural(spe, 'step')}{partial})"
     typer.echo(f"training {spec.values['name']} on {Device.DEFAULT}: {length}; run folder {folder}")
     try:
         with _progress(trainer, spec.batch_size) as (on_step, say):
-            summary = trainer.fit(log, resume=resume is not None, on_step=on_step, say=say)
-    except SpecError as e:  # NOTE: a damaged checkpoint or one from another spec, when resuming
-        raise _fail(str(e), 1) from None
+            summary = trainer.fit(MetricsLog(folder), resume=resume, on_step=on_step, say=say)
     except NonFiniteLoss as e:
         raise _fail(f"error: {e}", 4) from None
     except Interrupted as e:
         raise _fail(f"interrupted: training state saved to {e.path}; continue with\n"
                     f"  specgrad train --resume {folder}", 130) from None  # fmt: skip
-    except KeyboardInterrupt:  # NOTE: before the first step (compiling): nothing to save
-        raise _fail(f"interrupted before the first step; continue with\n  specgrad train --resume {folder}",
+    except KeyboardInterrupt:  # NOTE: before the first step (loading, compiling): the newest checkpoint is kept
+        raise _fail(f"interrupted before training started; continue with\n  specgrad train --resume {folder}",
                     130) from None  # fmt: skip
     report(summary)
     write_exports(spec, summary, folder)
+
+
+def report(s: Summary) -> None:
+    """How the run ended: the last metrics, the best one, which weights are final and where they are."""
+    shown = ", ".join(f"{k} {v:.4f}" for k, v in s.valid.items() if k in ("loss", "accuracy"))
+    best = f"; best valid {s.metric} {s.best:.4f} at epoch {s.best_epoch}" if s.best is not None else ""
+    typer.echo(f"done: {('valid ' + shown) if shown else 'no validation split'}{best}")
+    which = "the best epoch's" if s.final == "best" else "the last epoch's"
+    why = " (no validation metric to pick the best by)" if s.final != s.chosen else ""
+    typer.echo(f"final weights ({which}, epoch {s.final_epoch}; train.final_weights: {s.chosen}{why}): {s.weights}")
+    if s.last_checkpoint is not None:
+        typer.echo(f"last checkpoint: {s.last_checkpoint}")
 
 
 def write_exports(spec: ValidSpec, summary: Summary, folder: Path) -> None:
@@ -91,17 +126,6 @@ def write_exports(spec: ValidSpec, summary: Summary, folder: Path) -> None:
             raise _fail(f"error: the weights are saved, but the {fmt} export failed: {e}", 3) from None
         except (SpecError, ValueError) as e:
             raise _fail(f"error: the weights are saved, but the {fmt} export failed: {e}", 1) from None
-
-
-def report(s: Summary) -> None:
-    """How the run ended: the last metrics, the best one, which weights are final and where they are."""
-    shown = ", ".join(f"{k} {v:.4f}" for k, v in s.valid.items() if k in ("loss", "accuracy"))
-    best = f"; best valid {s.metric} {s.best:.4f} at epoch {s.best_epoch}" if s.best is not None else ""
-    typer.echo(f"done: {('valid ' + shown) if shown else 'no validation split'}{best}")
-    which = "the best epoch's" if s.final == "best" else "the last epoch's"
-    typer.echo(f"final weights ({which}, epoch {s.final_epoch}; train.final_weights: {s.final}): {s.weights}")
-    if s.last_checkpoint is not None:
-        typer.echo(f"last checkpoint: {s.last_checkpoint}")
 
 
 @contextlib.contextmanager

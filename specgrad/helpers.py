@@ -76,12 +76,17 @@ def cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
 
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # NOTE: read once at import (os.umask can only be read by setting it)
+
+
 def atomic_write(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to a temporary file beside `path`, flush it to disk and rename it over `path`: a crash leaves
     the old file or the new one, never half of one. The temporary file is removed if writing fails."""
     path = Path(path)
     with tempfile.NamedTemporaryFile(dir=path.parent, prefix=f".{path.name}.", delete=False) as f:
         try:
+            os.fchmod(f.fileno(), 0o666 & ~_UMASK)  # NOTE: as open() would create it; mkstemp makes it 0600
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -90,3 +95,18 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
             os.unlink(f.name)
             raise
     os.replace(f.name, path)
+    _fsync_dir(path.parent)
+
+
+def _fsync_dir(folder: Path) -> None:
+    """Make a rename in `folder` durable (where the system allows opening a folder)."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)

@@ -39,19 +39,24 @@ def resolve(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> YNod
 
 
 def _check_var_override(root: YNode, text: str) -> None:
-    """--set vars.NAME=... must name a variable the spec defines or uses: a typo would otherwise change nothing."""
+    """--set vars.NAME=... must name a variable the spec uses ($NAME): a typo would otherwise change nothing."""
     key = text.partition("=")[0]
     parts = [p.strip() for p in key.split(".")]
     if len(parts) < 2 or parts[0] != "vars" or not _NAME.fullmatch(parts[1]):
         return
     vars_node = root.get("vars") if root.kind == "map" else None
     defined = list(vars_node.value) if vars_node is not None and vars_node.kind == "map" else []
-    if parts[1] in defined or parts[1] in _references(root):
+    if parts[1] in _references(root):
         return
-    col = len(key) - len(key.lstrip()) + key.index(".") + 2
+    loc = Location(f"--set {text}", 1, len(key) - len(key.lstrip()) + key.index(".") + 2)
+    if parts[1] in defined:
+        hint = ("a run folder's spec.resolved.yaml has its variables filled in: set the value itself (e.g. --set "
+                "model.1.linear=64), or set the variable in the original spec")  # fmt: skip
+        raise SpecError.at(loc, f"the variable '{parts[1]}' is used nowhere in the spec, so setting it would change "
+                           "nothing", hint)  # fmt: skip
     known = f"its variables are {', '.join(defined)}" if defined else "it defines no variables under vars:"
-    raise SpecError.at(Location(f"--set {text}", 1, col), f"the spec has no variable '{parts[1]}', so setting it "
-                       "would change nothing", did_you_mean(parts[1], defined) or known)  # fmt: skip
+    raise SpecError.at(loc, f"the spec has no variable '{parts[1]}', so setting it would change nothing",
+                       did_you_mean(parts[1], defined) or known)  # fmt: skip
 
 
 def _references(node: YNode) -> set[str]:

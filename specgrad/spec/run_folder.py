@@ -11,9 +11,12 @@ Every file is written atomically. Imports nn.state, spec.data, spec.errors and s
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,8 @@ from specgrad.spec.validate import TOP, ValidSpec, validate_file
 
 RESOLVED = "spec.resolved.yaml"
 FINAL = "model.safetensors"
+RUN_FILES = (RESOLVED, "metrics.jsonl", "metrics.png", FINAL)  # NOTE: and the exports, model.<format>
+LOCK = ".lock"
 PATH_KEYS = ("path",)  # NOTE: data keys holding a file path, rewritten relative to the folder of the spec file
 
 
@@ -69,15 +74,37 @@ def new_run_folder(out: Path, name: str) -> Path:
     """out/<name>-<n>, the first n not taken."""
     if out.exists() and not out.is_dir():
         raise SpecError.at(None, f"--out {out} is a file, not a folder", "pass a folder for the run folders")
-    out.mkdir(parents=True, exist_ok=True)
     n = 1
-    while True:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        while True:
+            try:
+                folder = out / f"{name}-{n}"
+                folder.mkdir()
+                return folder
+            except FileExistsError:  # NOTE: mkdir, not exists(): two runs started at once get different folders
+                n += 1
+    except OSError as e:
+        raise SpecError.at(None, f"--out {out}: cannot create a run folder there ({e.strerror or e})",
+                           "pass a folder you can write to") from None  # fmt: skip
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Hold the run folder for one training process: a second `train --resume` of it is refused, not interleaved."""
+    try:
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise SpecError.at(None, f"cannot lock the run folder {folder} ({e.strerror or e})") from None
+    try:
         try:
-            folder = out / f"{name}-{n}"
-            folder.mkdir()
-            return folder
-        except FileExistsError:  # NOTE: mkdir, not exists(): two runs started at once get different folders
-            n += 1
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            hint = "wait for it to finish, or stop it (Ctrl-C saves its state) and resume then"
+            raise SpecError.at(None, f"the run folder {folder} is in use by another specgrad process", hint) from None
+        yield
+    finally:
+        os.close(fd)
 
 
 def _as_written(values: dict[str, Any], section: Section) -> dict[str, Any]:
@@ -112,6 +139,9 @@ def _relative(target: Path, folder: Path) -> str:
 
 
 def read_resolved_spec(folder: Path) -> ValidSpec:
+    if not folder.is_dir():
+        raise SpecError.at(None, f"no such run folder: {folder}", "pass a folder `specgrad train` wrote, e.g. "
+                           "runs/<name>-1")  # fmt: skip
     if not (folder / RESOLVED).is_file():
         raise SpecError.at(None, f"{folder} is not a run folder: it has no {RESOLVED}",
                            "pass a folder that `specgrad train` wrote")  # fmt: skip
@@ -142,13 +172,17 @@ class MetricsLog:
         """Keep what was logged up to a checkpoint (step, epochs finished): a resumed run logs the rest again, so
         nothing is recorded twice. A line cut short by a crash is dropped."""
         kept = []
-        for line in self.path.read_text().splitlines() if self.path.exists() else []:
+        for line in self.path.read_bytes().splitlines() if self.path.exists() else []:
             try:
                 record = json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, UnicodeDecodeError):
                 continue
-            epoch_done = record.get("split") == "train" or record.get("epoch", 0) <= epoch
-            if isinstance(record, dict) and record.get("step", 0) <= step and epoch_done:
+            if not isinstance(record, dict) or not isinstance(record.get("split"), str):
+                continue
+            step_of, epoch_of = record.get("step"), record.get("epoch")
+            if not isinstance(step_of, int) or not isinstance(epoch_of, int):
+                continue
+            if step_of <= step and (record["split"] == "train" or epoch_of <= epoch):
                 kept.append(record)
         atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode())
         self.records = kept

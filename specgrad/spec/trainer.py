@@ -32,10 +32,19 @@ from specgrad.nn.state import get_parameters, get_state_dict, load_state_dict, s
 from specgrad.spec.builder import Model, build_model
 from specgrad.spec.data import Dataset, batches, eval_batches, load_data
 from specgrad.spec.errors import SpecError
-from specgrad.spec.run_folder import FINAL, MetricsLog, checkpoints, newest_checkpoint, prune, spec_hash
+from specgrad.spec.run_folder import (
+    FINAL,
+    RUN_FILES,
+    MetricsLog,
+    checkpoints,
+    newest_checkpoint,
+    prune,
+    spec_hash,
+)
 from specgrad.spec.validate import ValidSpec
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
+DATA_META = ("task", "normalization", "target_normalization", "class_names")  # NOTE: what the data decides
 
 
 class NonFiniteLoss(RuntimeError):
@@ -106,7 +115,8 @@ class Position:
     losses: list[float] = field(default_factory=list)  # the training losses of epoch + 1 so far
     best: float | None = None  # the best value of the watched metric, and the epoch it came from
     best_epoch: int | None = None
-    stale: int = 0  # epochs since it last improved
+    ref: float | None = None  # the value early stopping compares with: the last that improved by more than min_delta
+    stale: int = 0  # epochs since the watched metric last improved by more than min_delta
     stopped: str | None = None  # why training stopped before its last step (early stopping)
 
     def to_meta(self) -> dict[str, str]:
@@ -125,7 +135,8 @@ class Summary:
     metric: str
     best: float | None
     best_epoch: int | None
-    final: str  # "best" or "last"
+    final: str  # "best" or "last": what model.safetensors holds
+    chosen: str  # what train.final_weights asked for
     final_epoch: int
     stopped: str | None
     weights: Path
@@ -234,7 +245,7 @@ class Trainer:
                          / (time.perf_counter() - start)})  # fmt: skip
                 pos.epoch, pos.skip, pos.losses, pos.data_rng = epoch, 0, [], dict(rng.bit_generator.state)
                 valid = self._end_epoch(log, pos, say)
-        return self._finish(log, pos, valid, say)
+            return self._finish(log, pos, valid, say)  # NOTE: a Ctrl-C now waits until the final weights are written
 
     def _step(self, log: MetricsLog, pos: Position, epoch: int, x: np.ndarray, y: np.ndarray,
               on_step: Callable[[int, int, float], None] | None) -> None:  # fmt: skip
@@ -258,11 +269,14 @@ class Trainer:
         valid = self.evaluate() if len(self.data.x_valid) else {}
         if valid:
             log.log({"split": "valid", "epoch": epoch, "step": pos.step, **valid})
-        improved = bool(valid) and (pos.best is None or self._better(self._watched(valid), pos.best))
-        if improved:
-            pos.best, pos.best_epoch, pos.stale = self._watched(valid), epoch, 0
-        elif valid:
-            pos.stale += 1
+        improved = False
+        if valid:
+            value, delta = self._watched(valid), (t["early_stopping"] or {"min_delta": 0.0})["min_delta"]
+            improved = pos.best is None or self._better(value, pos.best, 0.0)
+            if improved:
+                pos.best, pos.best_epoch = value, epoch
+            pos.ref, pos.stale = (value, 0) if pos.ref is None or self._better(value, pos.ref, delta) else \
+                (pos.ref, pos.stale + 1)  # fmt: skip
         stop = t["early_stopping"]
         if stop and valid and pos.stale >= stop["patience"] and pos.step < self.total_steps:
             best = f"{pos.best:.4g}" if pos.best is not None else "none"
@@ -295,7 +309,11 @@ class Trainer:
         best = folder / "checkpoints" / "best.safetensors"
         final = "best" if self.final_choice == "best" and pos.best_epoch is not None and best.exists() else "last"
         if final == "best":
-            tensors = {k[6:]: v for k, v in safe_load(best).items() if k.startswith("model.")}
+            try:
+                tensors = {k[6:]: v for k, v in safe_load(best).items() if k.startswith("model.")}
+            except (OSError, ValueError) as e:
+                hint = "delete it, then resume: the last weights become the final ones"
+                raise SpecError.at(None, f"the best checkpoint {best} is damaged ({e})", hint) from None
         else:
             tensors = get_state_dict(self.model)
         final_epoch = pos.best_epoch if final == "best" else pos.epoch
@@ -303,8 +321,8 @@ class Trainer:
         safe_save(tensors, folder / FINAL, metadata=meta)
         write_plot(folder, log.records, say)
         last = [p for p in checkpoints(folder) if p.name.startswith("epoch-")]
-        return Summary(valid, self.metric, pos.best, pos.best_epoch, final, final_epoch or pos.epoch, pos.stopped,
-                       folder / FINAL, last[-1] if last else None)  # fmt: skip
+        return Summary(valid, self.metric, pos.best, pos.best_epoch, final, self.final_choice, final_epoch or pos.epoch,
+                       pos.stopped, folder / FINAL, last[-1] if last else None)  # fmt: skip
 
     # *** what is watched ***
 
@@ -325,9 +343,9 @@ class Trainer:
     def _watched(self, valid: dict[str, float]) -> float:
         return valid.get(self.metric, valid["loss"])
 
-    def _better(self, value: float, best: float) -> bool:
-        delta = (self.train["early_stopping"] or {"min_delta": 0.0})["min_delta"]
-        return value > best + delta if self.metric == "accuracy" else value < best - delta
+    def _better(self, value: float, than: float, delta: float) -> bool:
+        """Whether `value` of the watched metric improves on `than` by more than `delta`."""
+        return value > than + delta if self.metric == "accuracy" else value < than - delta
 
     # *** checkpoints ***
 
@@ -350,7 +368,8 @@ class Trainer:
             **{f"model.{k}": v for k, v in get_state_dict(self.model).items()},
             **{f"optimizer.{k}": v for k, v in get_state_dict(self.opt).items() if not k.startswith("params.")},
         }
-        meta = {**self.metadata(), **pos.to_meta(), "tensor_rng": json.dumps(Tensor._rng.bit_generator.state)}
+        meta = {**self.metadata(), **pos.to_meta(), "tensor_rng": json.dumps(Tensor._rng.bit_generator.state),
+                "device": str(self.opt.device)}  # fmt: skip
         safe_save(tensors, path, metadata=meta)
         return path
 
@@ -370,12 +389,24 @@ class Trainer:
         except (OSError, ValueError) as e:
             raise SpecError.at(None, f"the checkpoint {path} is damaged ({e})",
                                "delete it to resume from the one before") from None  # fmt: skip
+        now = self.metadata()
+        changed = [k for k in DATA_META if meta.get(k) != now.get(k)]
+        if changed:
+            raise SpecError.at(None, f"the data has changed since {folder} started: its {', '.join(changed)} differ "
+                               "from what the checkpoints were trained with",
+                               "restore the data the run started with, or start a new run")  # fmt: skip
         load_state_dict(self.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
         load_state_dict(self.opt, {k[10:]: v for k, v in tensors.items() if k.startswith("optimizer.")}, strict=False)
         Tensor._rng.bit_generator.state = json.loads(meta["tensor_rng"])
         pos = Position.from_meta(meta)
         self.schedule.step(epoch=pos.step)
-        where = f"epoch {pos.epoch + 1}, batch {pos.skip + 1}" if pos.skip else f"the end of epoch {pos.epoch}"
+        if pos.step >= self.total_steps or pos.stopped:
+            say(f"{folder} has finished ({plural(pos.step, 'step')}{', stopped early' if pos.stopped else ''}): "
+                "writing its final weights again")  # fmt: skip
+            return pos
+        batches = len(self.data.x_train) // self.spec.batch_size
+        where = f"epoch {pos.epoch + 1}, batch {pos.skip + 1}" if 0 < pos.skip < batches else \
+            f"the end of epoch {pos.epoch + (pos.skip == batches)}"  # fmt: skip
         say(f"resuming from {path.name}: step {pos.step} of {self.total_steps} ({where})")
         return pos
 
@@ -403,8 +434,11 @@ def _deferred_interrupt() -> Iterator[Callable[[], bool]]:
 
 
 def cleanup_partial_files(folder: Path) -> None:
-    """Temporary files a crash left behind while writing (complete files are renamed into place)."""
-    for tmp in list(folder.glob(".*.*.*")) + list((folder / "checkpoints").glob(".*.safetensors.*")):
+    """Temporary files a crash left behind while writing (complete files are renamed into place): atomic_write's
+    '.<name>.<random>' beside the run folder's own files, and nothing else."""
+    own = [*RUN_FILES, *(p.name for p in folder.glob("model.*"))]
+    temps = [t for name in own for t in folder.glob(f".{name}.*")]
+    for tmp in temps + list((folder / "checkpoints").glob(".*.safetensors.*")):
         tmp.unlink(missing_ok=True)
 
 

@@ -537,3 +537,10 @@ def test_set_of_a_variable_the_spec_neither_defines_nor_uses(write: Callable[[st
                 "the spec has no variable 'hiden', so setting it would change nothing",
                 "did you mean 'hidden'?")  # fmt: skip
     assert resolve(path, ["vars.hidden=3", "vars.out=2"]).to_plain()["model"] == [{"linear": 3}, {"linear": 2}]
+
+
+def test_set_of_a_variable_defined_but_used_nowhere(write: Callable[[str, str], str]) -> None:
+    path = write("v.yaml", "vars: {hidden: 8, d: 2, w: 4 * $d}\nmodel:\n  - linear: 8\n  - linear: $w\n")
+    check_error(lambda: resolve(path, ["vars.hidden=3"]), "--set vars.hidden=3:1:6",
+                "the variable 'hidden' is used nowhere in the spec, so setting it would change nothing")  # fmt: skip
+    assert resolve(path, ["vars.d=3"]).to_plain()["model"][1] == {"linear": 12}  # NOTE: used through another variable

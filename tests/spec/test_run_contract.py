@@ -280,3 +280,78 @@ def test_kill_9_at_random_times_then_resume_is_bit_identical(tmp_path: Path, str
                               capture_output=True, text=True, env=env)  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
         assert same_weights(straight / "model.safetensors", folders[0] / "model.safetensors"), f"trial {trial}"
+
+
+def test_resume_refuses_changed_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "houses.csv").write_text((SPECS / "data" / "houses.csv").read_text())
+    (tmp_path / "houses.yaml").write_text((SPECS / "house_prices.yaml").read_text())
+    with monkeypatch.context() as patch:
+        ctrl_c_after(patch, 15)
+        result = runner.invoke(app, ["train", str(tmp_path / "houses.yaml"), "--epochs", "3", "--out",
+                                     str(tmp_path / "runs")])  # fmt: skip
+    assert result.exit_code == 130, result.output
+    folder = next((tmp_path / "runs").iterdir())
+    lines = (tmp_path / "data" / "houses.csv").read_text().splitlines()
+    rows = [",".join(str(float(v) * 10) for v in line.split(",")) for line in lines[1:]]
+    (tmp_path / "data" / "houses.csv").write_text("\n".join([lines[0], *rows]) + "\n")
+    code, output = resume(folder)
+    assert code == 1 and "the data has changed since" in output and "normalization" in output, output
+
+
+def test_a_run_folder_in_use_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from specgrad.spec.run_folder import locked
+
+    with monkeypatch.context() as patch:
+        ctrl_c_after(patch, 5)
+        code, _, folder = train(tmp_path, *FAST, "--epochs", "1")
+    assert code == 130
+    with locked(folder):
+        code, output = resume(folder)
+    assert code == 1 and "is in use by another specgrad process" in output
+    code, output = resume(folder)
+    assert code == 0, output
+
+
+def test_best_weights_do_not_depend_on_min_delta(tmp_path: Path) -> None:
+    stop = "train.early_stopping={metric: loss, patience: 2, min_delta: 10}"
+    code, output, folder = train(tmp_path, *FAST, "--set", stop, "--epochs", "10")
+    assert code == 0, output
+    valid = [r for r in records(folder) if r["split"] == "valid"]
+    assert len(valid) == 3, "min_delta 10: epochs 2 and 3 do not count as improvements for early stopping"
+    best = min(valid, key=lambda r: r["loss"])
+    assert safe_load_metadata(folder / "model.safetensors")["epoch"] == str(best["epoch"]) and best["epoch"] > 1
+
+
+def test_mistakes_around_a_run_folder_are_messages(tmp_path: Path) -> None:
+    code, output, _ = train(Path("/dev/null/runs"), *FAST, "--steps", "1")
+    assert code == 1 and "cannot create a run folder there" in output and "Traceback" not in output
+    code, output, folder = train(tmp_path / "a", *FAST, "--epochs", "2")
+    assert code == 0, output
+    code, output = resume(tmp_path / "no-such-run")
+    assert code == 1 and "no such run folder" in output
+    for args in (["--out", str(tmp_path)], ["--epochs", "3"], ["--set", "train.lr=0.1"]):
+        code, output = resume(folder, *args)
+        assert code == 2 and "as it was started" in output, args
+    with (folder / "metrics.jsonl").open("ab") as f:
+        f.write(b'null\n[1, 2]\n{"foo": 1}\n\xff\xfe\n{"split": "train", "step": 10')
+    (folder / ".notes.v2.txt").write_text("the user's own")
+    (folder / ".metrics.png.tmp123").write_text("a write cut short")
+    code, output = resume(folder)
+    assert code == 0 and "has finished" in output, output
+    assert (folder / ".notes.v2.txt").exists() and not (folder / ".metrics.png.tmp123").exists()
+    steps = [(r["split"], r["step"]) for r in records(folder)]
+    assert len(steps) == len(set(steps))
+    (folder / "checkpoints" / "best.safetensors").write_bytes(b"\x00" * 100)
+    code, output = resume(folder)
+    assert code == 1 and "the best checkpoint" in output and "is damaged" in output and "Traceback" not in output
+
+
+def test_run_folder_files_follow_the_umask(tmp_path: Path) -> None:
+    code, output, folder = train(tmp_path, *FAST, "--steps", "2")
+    assert code == 0, output
+    import specgrad.helpers as helpers
+
+    expected = 0o666 & ~helpers._UMASK
+    for p in [folder / "spec.resolved.yaml", folder / "model.safetensors", *(folder / "checkpoints").iterdir()]:
+        assert p.stat().st_mode & 0o777 == expected, p
