@@ -75,7 +75,10 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
 
 def _resume_device(folder: Path, device: str | None) -> str | None:
     """The device the run trained on (another one computes other bits), unless --device says otherwise."""
-    found = newest_checkpoint(folder)
+    try:
+        found = newest_checkpoint(folder)
+    except SpecError:  # NOTE: a damaged checkpoint: resuming reports it, once stray files are cleaned up
+        found = None
     trained_on = found[1].get("device") if found else None
     if device is not None and trained_on is not None and Device.canonicalize(device) != trained_on:
         typer.echo(f"note: {folder} trained on {trained_on}; on {device} its weights will not be bit-identical to "
