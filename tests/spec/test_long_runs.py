@@ -27,3 +27,15 @@ def test_three_thousand_steps_stay_finite_and_learn(tmp_path: Path, spec: str) -
     assert max(r["step"] for r in rows) == 3000 and all(math.isfinite(v) for v in losses)
     tenth = len(losses) // 10
     assert np.mean(losses[-tenth:]) < 0.5 * np.mean(losses[:tenth]), (losses[:tenth], losses[-tenth:])
+
+
+@pytest.mark.slow
+def test_ten_thousand_steps_of_the_wide_mlp_end_finite(tmp_path: Path) -> None:
+    """Adam's bias correction once underflowed to 0 at step ~987, and every longer run ended in nan."""
+    result = runner.invoke(app, ["train", str(SPECS / "digits_mlp_wide.yaml"), "--steps", "10000", "--out",
+                                 str(tmp_path)])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in next(tmp_path.iterdir()).joinpath("metrics.jsonl").read_text().splitlines()]
+    train = [r for r in rows if r["split"] == "train"]
+    assert train[-1]["step"] == 10000 and all(math.isfinite(r["loss"]) for r in train)
+    assert min(r["accuracy"] for r in rows if r["split"] == "valid" and r["step"] > 5000) > 0.95
