@@ -2,7 +2,7 @@
 split with the spec's seed, standardized with training statistics only, and batched. Every problem in a data file is
 a SpecError at its file:line:col, and so is data the model cannot learn from as written (the data contract: output
 width vs classes, loss vs task, labels out of range). Imports numpy, spec.errors, spec.loader, spec.resolve,
-spec.schema, spec.validate and specgrad.datasets (never Tensor: the trainer wraps the arrays).
+spec.schema, spec.layers, spec.validate and specgrad.datasets (never Tensor: the trainer wraps the arrays).
 
 Regression targets from csv, npz and sine are standardized with the training split's mean and std (target_stats);
 `unstandardize` brings predictions back to the target's own units.
@@ -27,6 +27,7 @@ import numpy as np
 
 from specgrad.datasets import load_digits, load_text, split
 from specgrad.spec.errors import Location, Problem, SpecError
+from specgrad.spec.layers import LAYERS
 from specgrad.spec.loader import YNode
 from specgrad.spec.resolve import resolve
 from specgrad.spec.schema import did_you_mean
@@ -37,6 +38,7 @@ MAX_PROBLEMS = 10  # problems of one kind (cells, characters) reported at once; 
 FLOAT_SOURCES = ("digits", "csv", "spirals", "sine")
 MAX_LABEL = 2**31 - 1  # NOTE: labels are int32 on the device; a larger one must be an error, never a wrap
 EXACT_FLOAT32 = 2**24  # NOTE: integers up to this are exact in float32
+MAX_CLASSES = LAYERS["linear"].entry.args.fields["out"].max  # NOTE: the widest output layer the schema allows
 # NOTE: data keys that do something for some sources only; any other source with the key given is an error
 APPLIES = {"path": ("text", "csv", "npz"), "corpus": ("text",), "context": ("text",), "features": ("csv",),
            "task": ("csv", "npz"), "samples": ("spirals", "sine"), "noise": ("spirals", "sine")}  # fmt: skip
@@ -245,12 +247,14 @@ def _check_contract(src: _Source, y: np.ndarray, target: _Target) -> tuple[np.nd
         if problems:
             raise SpecError(problems)
         return y.astype(np.float32), None
-    labels = y.astype(np.float64)  # NOTE: exact for every label that can be valid; no integer wrap while checking
+    # NOTE: float64 is exact for every label that can be valid, and orders the rest right; y itself (an integer array,
+    # or the Python ints of a csv column) gives the exact value of a bad label for its message
+    labels = y.astype(np.float64)
     limit = src.output()[0][-1] if problem is None else MAX_LABEL + 1
-    problems += _label_problems(src, labels, target, limit)
+    problems += _label_problems(src, labels, y, target, limit)
     num_classes = int(labels.max()) + 1 if len(labels) else 0
     if not problems:
-        problems += _width_problems(src, labels, target, num_classes)
+        problems += _class_count_problems(src, labels, target) or _width_problems(src, labels, target, num_classes)
     if problems:
         raise SpecError(problems)
     return labels.astype(np.int32), num_classes
@@ -303,24 +307,29 @@ def _regress_problems(src: _Source, y: np.ndarray, target: _Target) -> list[Prob
                     f"({target.what})", loc, fix)]  # fmt: skip
 
 
-def _label_problems(src: _Source, labels: np.ndarray, target: _Target, limit: int) -> list[Problem]:
+def _label_problems(src: _Source, labels: np.ndarray, exact: np.ndarray, target: _Target, limit: int
+                    ) -> list[Problem]:  # fmt: skip
     """Every label must be a whole number in [0, limit): limit is the model's output width (or the int32 range).
     Labels in a csv are reported row by row; those of an array once per kind of problem, with a count."""
     if target.label_at is None:
         return []
-    flat = labels.reshape(len(labels), -1)  # (N, labels per example)
+    flat, exact = labels.reshape(len(labels), -1), exact.reshape(len(exact), -1)  # (N, labels per example)
     whole = flat == np.round(flat)
-    top = int(flat[whole].max()) if whole.any() else 0
+    cap = max(limit, MAX_CLASSES if limit <= MAX_LABEL else MAX_LABEL + 1)  # NOTE: past cap, no model could fit it
+    fits = whole & (flat < cap)
+    top = int(flat[fits].max()) if fits.any() else 0
     out_line = src.output()[1].line
+    classes = f"the model's {_count(limit, 'class')} (0..{limit - 1})" if limit <= MAX_LABEL else "int32 class labels"
     kinds = [  # (bad labels, the message after "<name> is <value>", the hint)
         (~whole, ", not a whole number, so it cannot be a class label",
          "to predict the numbers themselves, set data.task: regress and train.loss: mse"),
         (whole & (flat < 0), ": class labels are 0 or more", "number the classes 0, 1, 2, ..."),
-        (whole & (flat >= limit), f": class labels are at most {MAX_LABEL}", "number the classes 0, 1, 2, ...")
-        if limit > MAX_LABEL else
-        (whole & (flat >= limit), f", but the model's output has {limit} values per example, one per class "
-         f"0..{limit - 1}", f"the labels go up to {top}: set the out of the last layer (line {out_line}) to "
-         f"{top + 1}, or correct the label"),
+        (whole & (flat >= limit) & (flat < cap), f", out of range of {classes}: its output has one value per class",
+         f"the labels go up to {top}: set the out of the last layer (line {out_line}) to {top + 1}, or correct the "
+         "label"),
+        (whole & (flat >= cap), f", too large: out of range of {classes}",
+         f"correct the label: classes are numbered 0, 1, 2, ..., and a model has at most {MAX_CLASSES} of them"
+         if limit <= MAX_LABEL else f"class labels are at most {MAX_LABEL}: number the classes 0, 1, 2, ..."),
     ]  # fmt: skip
     problems: list[tuple[int, Problem]] = []
     total = 0
@@ -329,15 +338,40 @@ def _label_problems(src: _Source, labels: np.ndarray, target: _Target, limit: in
         total += len(rows) if target.per_row else min(1, len(rows))
         for n, i in enumerate(rows[: MAX_PROBLEMS if target.per_row else 1]):
             name, loc = target.label_at(i)
-            v = float(flat[i][bad[i]][0])
-            more = f" (and {len(rows) - 1} more example{'s' * (len(rows) > 2)} like it)" if (
+            more = f" (and {_count(len(rows) - 1, 'more example')} like it)" if (
                 not target.per_row and len(rows) > 1) else ""  # fmt: skip
-            shown = str(int(v)) if v.is_integer() else repr(v)
+            shown = _shown(exact[i][bad[i]][0])
             problems.append((i, Problem(f"{name} is {shown}{message}{more}", loc, hint if n == 0 else None)))
     ret = [p for _, p in sorted(problems, key=lambda t: t[0])][:MAX_PROBLEMS]
     if total > len(ret):
         ret.append(Problem(f"... and {total - len(ret)} more rows with labels that cannot be used"))
     return ret
+
+
+def _shown(v: Any) -> str:
+    """A label as it was written: integers exactly (never through a float), whole floats without '.0'."""
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def _count(n: int, word: str) -> str:
+    """'1 class', '3 classes', '1 value', '2 values'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith(('s', 'x', 'ch', 'sh')) else 's'}"
+
+
+def _class_count_problems(src: _Source, labels: np.ndarray, target: _Target) -> list[Problem]:
+    """A classifier needs examples of at least two classes: with one, it has nothing to tell apart."""
+    present = np.unique(labels)
+    if len(present) >= 2:
+        return []
+    only = target.names[int(present[0])] if target.names else str(int(present[0])) if len(present) else "none"
+    near = src.near("target" if src.given("target") else "source")
+    loc = target.label_at(0)[1] if target.label_at is not None else near
+    regress = "; to predict the numbers themselves, set data.task: regress and train.loss: mse"
+    hint = "add examples of the other classes" + (regress if target.settable and target.names is None else "")
+    message = f"{target.what} hold only one class ({only}): a classifier needs examples of at least 2 classes"
+    return [Problem(message, loc, hint)]
 
 
 def _width_problems(src: _Source, labels: np.ndarray, target: _Target, num_classes: int) -> list[Problem]:
@@ -352,8 +386,8 @@ def _width_problems(src: _Source, labels: np.ndarray, target: _Target, num_class
         return []
     names = target.names or [str(i) for i in range(num_classes)]
     shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
-    message = f"the model's output has {out[-1]} values per example, one per class, but {target.what} hold " \
-              f"{num_classes} classes ({shown})"  # fmt: skip
+    message = f"the model's output has {_count(out[-1], 'value')} per example, one per class, but {target.what} " \
+              f"hold {_count(num_classes, 'class')} ({shown})"  # fmt: skip
     return [Problem(message, loc, f"set the out of this last layer to {num_classes}")]
 
 
@@ -642,19 +676,66 @@ def _csv_numbers(rows: list[tuple[int, list[str]]], header: list[str], cols: lis
     return out, problems
 
 
+def _int(s: str) -> int | None:
+    """The whole number a cell's text spells (exactly, however large), else None."""
+    try:
+        return int(s)
+    except ValueError:
+        return None
+
+
+def _is_whole(s: str) -> bool:
+    return _int(s) is not None or (_is_number(s) and float(s).is_integer())
+
+
+def _class_order(name: str) -> tuple[int, int, str]:
+    """Class names that spell whole numbers first, in numeric order (2 before 10), then the others as text."""
+    n = _int(name)
+    return (0, n, "") if n is not None else (1, 0, name)
+
+
 def _csv_labels(rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path
                 ) -> tuple[np.ndarray, list[str] | None, list[Problem]]:  # fmt: skip
     """(N,) labels of a target column: indices into the sorted class names when any cell is text, else the numbers
-    themselves (checked to be labels later); ragged rows are left to _csv_numbers."""
+    themselves (Python ints where the text is a whole number, so a huge label is exact; checked to be labels later);
+    ragged rows are left to _csv_numbers."""
     cells = [(line, c[col].strip()) for line, c in rows if len(c) == len(header)]
     if not any(s and not _is_number(s) for _, s in cells):
         values, problems = _csv_numbers([(line, c) for line, c in rows if len(c) == len(header)], header, [col], file)
-        return values[:, 0], None, problems
-    names = sorted({s for _, s in cells if s})
+        exact = [n if (n := _int(s)) is not None else v for (_, s), v in zip(cells, values[:, 0].tolist())]
+        return np.array(exact, dtype=object), None, problems
+    names = sorted({s for _, s in cells if s}, key=_class_order)
     index = {name: i for i, name in enumerate(names)}
     problems = [Problem(f"row {line}, column '{header[col]}' is empty", Location(str(file), line, col + 1),
                         "fill in its class, or remove the row") for line, s in cells if not s]  # fmt: skip
     return np.array([index.get(s, 0) for _, s in cells], dtype=np.float64), names, problems
+
+
+def _stray_text_problems(rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path
+                         ) -> list[Problem]:  # fmt: skip
+    """A column of mostly whole numbers with a few words in it is numbered classes or targets with typos, not text
+    classes (which would sort '10' before '2'): each word is reported, unless data.task: classify says otherwise."""
+    cells = [(line, c[col].strip()) for line, c in rows if len(c) == len(header) and c[col].strip()]
+    words = [(line, s) for line, s in cells if not _is_number(s)]
+    whole = sum(_is_whole(s) for _, s in cells)
+    if not words or 2 * whole <= len(cells):
+        return []
+    hint = "correct it or remove the row; if the column holds class names, set data.task: classify"
+    return [Problem(f"row {line}, column '{header[col]}': '{s}' is not a number, but {whole} of the column's "
+                    f"{len(cells)} values are whole numbers, so it is probably a typo",
+                    Location(str(file), line, col + 1), hint if n == 0 else None)
+            for n, (line, s) in enumerate(words)]  # fmt: skip
+
+
+def _big_target_problems(rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path
+                         ) -> list[Problem]:  # fmt: skip
+    """Whole-number regression targets past EXACT_FLOAT32 would be rounded as float32 (as in an npz array)."""
+    big = [(line, n) for line, c in rows if len(c) == len(header) and (n := _int(c[col].strip())) is not None
+           and abs(n) > EXACT_FLOAT32]  # fmt: skip
+    return [Problem(f"row {line}, column '{header[col]}' is {n}: regression targets are float32, which holds whole "
+                    f"numbers exactly up to {EXACT_FLOAT32} only", Location(str(file), line, col + 1),
+                    "scale the targets down (thousands instead of units, say)" if k == 0 else None)
+            for k, (line, n) in enumerate(big)]  # fmt: skip
 
 
 def _raise_cut(problems: list[Problem], file: Path) -> None:
@@ -681,9 +762,11 @@ def _load_csv(src: _Source) -> Dataset:
     col, what = cols[-1], f"the values of column '{header[cols[-1]]}' in {file.name}"
     texts = any(len(c) == len(header) and c[col].strip() and not _is_number(c[col].strip()) for _, c in rows)
     task = src.data["task"] or ("classify" if texts else "regress")
+    if src.data["task"] is None:
+        _raise_cut(_stray_text_problems(rows, header, col, file), file)
     if task == "regress":
         values, problems = _csv_numbers(rows, header, cols, file)
-        _raise_cut(problems, file)
+        _raise_cut(problems or _big_target_problems(rows, header, col, file), file)
         x, y, names = values[:, :-1], values[:, -1:], None  # (N, F), (N, 1)
     else:
         x, problems = _csv_numbers(rows, header, cols[:-1], file)

@@ -22,6 +22,7 @@ from specgrad.spec.resolve import resolve
 from specgrad.spec.schema import REQUIRED, Field, Section, check_section, describe, did_you_mean, with_defaults
 
 FORMAT_VERSION = 1
+MAX_NAME = 100  # NOTE: characters of a spec's name; it is a folder name, and file systems allow 255 bytes
 DTYPES = ("float32", "float16", "int32", "int64", "uint8", "bool")
 
 INPUT = Section("input", "the shape of one example", {
@@ -96,7 +97,8 @@ TRAIN = Section("train", "how the model is trained", {
 TOP = Section("spec", "a model, its data and its training recipe", {
     "specgrad": Field("int", f"format version of the spec; this specgrad reads {FORMAT_VERSION}", REQUIRED,
                       choices=(FORMAT_VERSION,)),
-    "name": Field("str", "a name for the model (used for run folders)", REQUIRED),
+    "name": Field("str", "a name for the model, also its run folders' name (runs/<name>-<n>): letters, digits, '-', "
+                         "'_' and '.', starting with a letter, digit or '_', at most 100 characters", REQUIRED),
     "seed": Field("int", "seed for initial weights, data order and dropout", 0, min=0, max=2**32 - 1),
     "description": Field("str", "free text", None),
     "extends": Field("str", "a spec file to start from (relative to this file's folder); keys here are merged over it",
@@ -162,7 +164,8 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), data_files: b
     inputs, found = _inputs(root)
     blocks, block_problems = _blocks(root.get("blocks"))
     problems += found + block_problems
-    problems += _check_data(root.get("data"), data_files)
+    problems += _check_data(root.get("data"), data_files) + _check_name(root.get("name"))
+    problems += _check_needs_validation(root)
     model = root.value.get("model")
     nodes, outputs = [], ()
     if model is not None:
@@ -244,7 +247,7 @@ def _model(model: YNode, blocks: dict[str, YNode], named: bool) -> tuple[list, t
 
 
 def _check_data(node: YNode | None, data_files: bool) -> list[Problem]:
-    """Cross-field: the keys the chosen source needs (one of a tuple of alternatives)."""
+    """Cross-field: the keys the chosen source needs (one of a tuple of alternatives), each feature once."""
     if node is None or node.kind != "map" or not isinstance((source := node.get("source")), YNode):
         return []
     problems = []
@@ -252,12 +255,59 @@ def _check_data(node: YNode | None, data_files: bool) -> list[Problem]:
         options = need if isinstance(need, tuple) else (need,)
         if not any(o in node.value for o in options):
             problems.append(Problem(f"data with source: {source.value} needs {' or '.join(options)}", source.loc))
+    features = node.get("features")
+    seen: dict[Any, int] = {}
+    items = features.value if features is not None and features.kind == "seq" else []
+    for item in (x for x in items if x.kind == "scalar"):
+        if item.value in seen:
+            problems.append(Problem(f"data.features lists '{item.value}' twice (first on line {seen[item.value]})",
+                                    item.loc, "list each column once"))  # fmt: skip
+        seen.setdefault(item.value, item.loc.line)
     path = node.get("path")
     if data_files and path is not None and isinstance(path.value, str) and not path.loc.file.startswith("--set"):
         full = Path(path.loc.file).parent / path.value
         if not full.is_file():
             problems.append(Problem(f"data.path: no such file: {full}", path.loc,
                                     "paths are relative to the folder of the spec that names them"))  # fmt: skip
+    return problems
+
+
+def _check_name(node: YNode | None) -> list[Problem]:
+    """The name becomes a folder name (runs/<name>-<n>): one safe path component, never a way out of --out."""
+    if node is None or not isinstance(name := node.value, str):
+        return []
+    why = None
+    if not name:
+        why = "is empty"
+    elif len(name) > MAX_NAME:
+        why = f"is {len(name)} characters long, over {MAX_NAME}"
+    elif bad := [c for c in name if not (c.isalnum() or c in "-_.")]:
+        why = f"holds {bad[0]!r}" + (", a path separator" if bad[0] in "/\\" else "")
+    elif name[0] in ".-":
+        why = f"starts with '{name[0]}'"
+    if why is None:
+        return []
+    return [Problem(f"name {why}: it names the run folders (runs/<name>-<n>), so it must be one plain folder name",
+                    node.loc, f"use letters, digits, '-', '_' and '.', starting with a letter, digit or '_', at most "
+                    f"{MAX_NAME} characters; for example my-model_2")]  # fmt: skip
+
+
+def _check_needs_validation(root: YNode) -> list[Problem]:
+    """valid_split 0 leaves no validation examples: early stopping, and best weights asked for by name, need some."""
+    data, train = root.get("data"), root.get("train")
+    split = data.get("valid_split") if data is not None and data.kind == "map" else None
+    if split is None or split.value != 0 or isinstance(split.value, bool) or train is None or train.kind != "map":
+        return []
+    problems, stop, final = [], train.get("early_stopping"), train.get("final_weights")
+    if stop is not None and stop.kind == "map":
+        problems.append(Problem("train.early_stopping watches the validation examples, but data.valid_split is 0, so "
+                                "training would never stop early", stop.loc,
+                                "set data.valid_split (for example 0.2), or remove early_stopping"))  # fmt: skip
+    if final is not None and final.value == "best":
+        problems.append(Problem("train.final_weights: best keeps the epoch with the best validation metric, but "
+                                "data.valid_split is 0, so there are no validation examples to pick it by", final.loc,
+                                "set data.valid_split (for example 0.2), or write final_weights: last (without "
+                                "final_weights, the last weights are kept)"))  # fmt: skip
     return problems
 
 

@@ -186,8 +186,9 @@ def test_csv_label_problems_are_located_at_their_rows(tmp_path: Path) -> None:
         "to predict the numbers themselves, set data.task: regress and train.loss: mse",
         f"{file}:13:3: error: row 13, column 'y' is -1: class labels are 0 or more\n  hint: number the classes 0, 1, "
         "2, ...",
-        f"{file}:14:3: error: row 14, column 'y' is 7, but the model's output has 3 values per example, one per class "
-        f"0..2\n  hint: the labels go up to 7: set the out of the last layer (line 5) to 8, or correct the label",
+        f"{file}:14:3: error: row 14, column 'y' is 7, out of range of the model's 3 classes (0..2): its output has "
+        "one value per class\n  hint: the labels go up to 7: set the out of the last layer (line 5) to 8, or correct "
+        "the label",
     ]
 
 
@@ -195,12 +196,62 @@ def test_large_labels_are_refused_not_wrapped(tmp_path: Path) -> None:
     y = np.arange(40, dtype=np.int64) % 2
     y[9] = 2**32 + 1  # wraps to 1 through int32
     spec = npz_spec(tmp_path, model="[{linear: 2}]", x=np.zeros((40, 3)), y=y)
-    assert problems(spec) == [f"{tmp_path / 'spec.yaml'}:{DATA_LINE + 1}:9: error: y[9] in d.npz is 4294967297, but "
-                              "the model's output has 2 values per example, one per class 0..1\n  hint: the labels go "
-                              "up to 4294967297: set the out of the last layer (line 5) to 4294967298, or correct the "
-                              "label"]  # fmt: skip
+    assert problems(spec) == [f"{tmp_path / 'spec.yaml'}:{DATA_LINE + 1}:9: error: y[9] in d.npz is 4294967297, too "
+                              "large: out of range of the model's 2 classes (0..1)\n  hint: correct the label: classes "
+                              "are numbered 0, 1, 2, ..., and a model has at most 1048576 of them"]  # fmt: skip
     spec = npz_spec(tmp_path, model="[{linear: 2}]", train="{loss: mse}", x=np.zeros((40, 3)), y=y)
-    assert any("y[9] in d.npz is 4294967297: class labels are at most 2147483647" in p for p in problems(spec))
+    assert any("y[9] in d.npz is 4294967297, too large: out of range of int32 class labels" in p
+               for p in problems(spec))  # fmt: skip
+    y = (np.arange(40) % 2).astype(np.uint64)
+    y[7] = 2**63 + 5  # float64 would show 9223372036854775808
+    got = problems(npz_spec(tmp_path, x=np.zeros((40, 3)), y=y))
+    assert "y[7] in d.npz is 9223372036854775813, too large" in got[0]
+
+
+@pytest.mark.parametrize("big", [2**40, 2**63, 2**70, 2**53 + 1])
+def test_huge_csv_labels_are_exact_and_too_large(tmp_path: Path, big: int) -> None:
+    rows = "a,b,y\n" + "".join(f"{i},{i},{i % 3}\n" for i in range(10)) + f"1,2,{big}\n"
+    got = problems(csv_spec(tmp_path, rows, "task: classify\n", model="[{linear: 3}]", train=""))
+    assert got == [f"{tmp_path / 'd.csv'}:12:3: error: row 12, column 'y' is {big}, too large: out of range of the "
+                   "model's 3 classes (0..2)\n  hint: correct the label: classes are numbered 0, 1, 2, ..., and a "
+                   "model has at most 1048576 of them"]  # fmt: skip
+
+
+def test_one_class_is_not_a_classifier(tmp_path: Path) -> None:
+    rows = "a,b,y\n" + "".join(f"{i},{i},cat\n" for i in range(10))
+    got = problems(csv_spec(tmp_path, rows, model="[{linear: 1}]", train=""))
+    assert got == [f"{tmp_path / 'spec.yaml'}:{DATA_LINE + 2}:11: error: the classes in column 'y' of d.csv hold only "
+                   "one class (cat): a classifier needs examples of at least 2 classes\n  hint: add examples of the "
+                   "other classes"]  # fmt: skip
+    rows = "a,b,y\n" + "".join(f"{i},{i},1\n" for i in range(10))
+    got = problems(csv_spec(tmp_path, rows, "task: classify\n", model="[{linear: 2}]", train=""))
+    assert got[0].endswith("hold only one class (1): a classifier needs examples of at least 2 classes\n  hint: add "
+                           "examples of the other classes; to predict the numbers themselves, set data.task: regress "
+                           "and train.loss: mse")  # fmt: skip
+    got = problems(npz_spec(tmp_path, model="[{linear: 1}]", x=np.zeros((40, 3)), y=np.zeros(40, dtype=np.int64)))
+    assert "'y' in d.npz hold only one class (0)" in got[0]
+
+
+def test_class_counts_are_singular_or_plural(tmp_path: Path) -> None:
+    got = problems(make_spec(tmp_path, "source: spirals\n", model="[{linear: 1}]"))
+    assert "the model's output has 1 value per example, one per class, but the spiral labels hold 2 classes" in got[0]
+    rows = "a,b,y\n" + "".join(f"{i},{i},{i % 2}\n" for i in range(10))
+    got = problems(csv_spec(tmp_path, rows, "task: classify\n", model="[{linear: 1}]", train=""))
+    assert "out of range of the model's 1 class (0..0)" in got[0]
+
+
+def test_stray_text_in_a_column_of_numbers_is_a_probable_typo(tmp_path: Path) -> None:
+    rows = "a,b,y\n" + "".join(f"{i},{i},{i % 12}\n" for i in range(30)) + "1,2,cat\n"
+    got = problems(csv_spec(tmp_path, rows, model="[{linear: 13}]", train=""))
+    assert got == [f"{tmp_path / 'd.csv'}:32:3: error: row 32, column 'y': 'cat' is not a number, but 30 of the "
+                   "column's 31 values are whole numbers, so it is probably a typo\n  hint: correct it or remove the "
+                   "row; if the column holds class names, set data.task: classify"]  # fmt: skip
+    ds = load_data(csv_spec(tmp_path, rows, "task: classify\n", model="[{linear: 13}]", train=""))
+    assert ds.class_names == [*(str(i) for i in range(12)), "cat"]  # 2 before 10: whole numbers in numeric order
+    train, _ = split(31, 0.2, 0)
+    assert [ds.class_names[k] for k in ds.y_train] == [str(i % 12) if i < 30 else "cat" for i in train]
+    rows = "a,b,y\n" + "".join(f"{i},{i},{'cat' if i % 2 else i % 3}\n" for i in range(30))  # half words: classes
+    assert load_data(csv_spec(tmp_path, rows, model="[{linear: 4}]", train="")).class_names == ["0", "1", "2", "cat"]
 
 
 def test_width_and_loss_must_fit_the_labels(tmp_path: Path) -> None:
@@ -235,6 +286,17 @@ def test_integer_regression_targets_must_fit_float32(tmp_path: Path) -> None:
     assert got[0].endswith("y[5] in d.npz is 16777217 (or minus it): regression targets are float32, which holds "
                            "whole numbers exactly up to 16777216 only\n  hint: scale the targets down, or save them as "
                            "floats")  # fmt: skip
+
+
+def test_integer_csv_regression_targets_must_fit_float32_as_in_npz(tmp_path: Path) -> None:
+    for big in (2**24 + 1, 2**53 + 1, -(2**40)):
+        rows = "a,b,y\n" + "".join(f"{i},{i},{i}\n" for i in range(10)) + f"1,2,{big}\n"
+        assert problems(csv_spec(tmp_path, rows)) == [
+            f"{tmp_path / 'd.csv'}:12:3: error: row 12, column 'y' is {big}: regression targets are float32, which "
+            "holds whole numbers exactly up to 16777216 only\n  hint: scale the targets down (thousands instead of "
+            "units, say)"]  # fmt: skip
+    rows = "a,b,y\n" + "".join(f"{i},{i},{i}\n" for i in range(10)) + f"1,2,{2**24}\n1,2,20000000.5\n"
+    assert load_data(csv_spec(tmp_path, rows)).task == "regress"
 
 
 def test_several_outputs_are_refused_in_words(tmp_path: Path) -> None:

@@ -318,16 +318,28 @@ DATA_BAD = [
      "bad.yaml:4:9: error: the model's output [3] holds 3 values per example, but each target holds 1 (the values "
      "of column 'y' in d.csv)"),
     ("label out of range", CSV_SPEC.replace("batch_size: 2}", TASK), {"d.csv": LABELS + "1,2,5\n"},
-     "d.csv:14:3: error: row 14, column 'y' is 5, but the model's output has 3 values per example, one per class 0..2"),
+     "d.csv:14:3: error: row 14, column 'y' is 5, out of range of the model's 3 classes (0..2): its output has one "
+     "value per class"),
     ("negative label", CSV_SPEC.replace("batch_size: 2}", TASK), {"d.csv": LABELS.replace("\n3,6,0", "\n3,6,-2")},
      "d.csv:5:3: error: row 5, column 'y' is -2: class labels are 0 or more"),
     ("label not whole", CSV_SPEC.replace("batch_size: 2}", TASK), {"d.csv": LABELS.replace("\n3,6,0", "\n3,6,0.5")},
      "d.csv:5:3: error: row 5, column 'y' is 0.5, not a whole number, so it cannot be a class label"),
     ("label past int32", NPZ_SPEC, {"d.npz": {"x": np.zeros((12, 2)), "y": np.array([0, 1, 2] * 3 + [2**40, 0, 1])}},
-     "bad.yaml:5:27: error: y[9] in d.npz is 1099511627776, but the model's output has 3 values per example"),
+     "bad.yaml:5:27: error: y[9] in d.npz is 1099511627776, too large: out of range of the model's 3 classes (0..2)"),
     ("label past int32 under mse", NPZ_SPEC + "train: {loss: mse}\n",
      {"d.npz": {"x": np.zeros((12, 2)), "y": np.array([0, 1, 2] * 3 + [2**40, 0, 1])}},
      "bad.yaml:6:15: error: train.loss is mse, but 'y' in d.npz are class labels, which cross_entropy learns"),
+    ("one class", CSV_SPEC.replace("batch_size: 2}", TASK), {"d.csv": LABELS.replace(",0\n", ",1\n").replace(",2\n",
+                                                                                                          ",1\n")},
+     "d.csv:2:3: error: the classes in column 'y' of d.csv hold only one class (1): a classifier needs examples of at "
+     "least 2 classes"),
+    ("stray text in a label column", CSV_SPEC, {"d.csv": LABELS + "1,2,cat\n"},
+     "d.csv:14:3: error: row 14, column 'y': 'cat' is not a number, but 12 of the column's 13 values are whole "
+     "numbers, so it is probably a typo"),
+    ("big integer regression target", CSV_SPEC.replace("linear: 3", "linear: 1") + "train: {loss: mse}\n",
+     {"d.csv": LABELS + f"1,2,{2**53 + 1}\n"},
+     "d.csv:14:3: error: row 14, column 'y' is 9007199254740993: regression targets are float32, which holds whole "
+     "numbers exactly up to 16777216 only"),
     ("two outputs", GRAPH.replace("  b: {shape: [4]}\n", "").replace("from: b", "from: a").replace("[4]", "[2]")
      .replace("outputs: [s]", "outputs: [x, y]") + "data: {source: spirals}\n", {},
      "bad.yaml:10:12: error: the model has 2 outputs (x, y), but training takes one: a loss per output is not "
@@ -397,3 +409,61 @@ def test_null_turns_an_optional_value_off_but_not_a_required_one() -> None:
     assert spec.values["train"]["early_stopping"] is None and spec.values["train"]["steps"] is None
     with pytest.raises(SpecError, match="train.lr must be a number"):
         validate_file(ROOT / "specs" / "digits_cnn.yaml", ["train.lr=null"])
+
+
+# *** the name is a folder name; what needs validation examples; each feature once ***
+
+
+@pytest.mark.parametrize(("name", "why"), [
+    ("../../escape", "holds '/', a path separator"), ("a/b", "holds '/', a path separator"),
+    ("'a\\\\b'", "holds '\\\\', a path separator"), ('"a\\0b"', "holds '\\x00'"), ("''", "is empty"),
+    ("'..'", "starts with '.'"), (".hidden", "starts with '.'"), ("-rf", "starts with '-'"), ("my model", "holds ' '"),
+    ("x" * 101, "is 101 characters long, over 100"),
+])  # fmt: skip
+def test_name_must_be_one_plain_folder_name(tmp_path: Path, name: str, why: str) -> None:
+    got = problems_of(tmp_path, GOOD.replace("name: tiny", f"name: {name}"))
+    assert got == [f"bad.yaml:2:7: error: name {why}: it names the run folders (runs/<name>-<n>), so it must be one "
+                   "plain folder name\n  hint: use letters, digits, '-', '_' and '.', starting with a letter, digit or "
+                   "'_', at most 100 characters; for example my-model_2"]  # fmt: skip
+
+
+def test_plain_names_are_fine(tmp_path: Path) -> None:
+    for name in ("digits-mlp", "_v1.2", "café_2", "x" * 100, "'3.10'"):
+        (tmp_path / "s.yaml").write_text(GOOD.replace("name: tiny", f"name: {name}"))
+        validate_file(tmp_path / "s.yaml")
+
+
+def test_a_name_set_on_the_command_line_cannot_leave_out(tmp_path: Path) -> None:
+    for name in ("../../escape", "a/b"):
+        out = tmp_path / "nm" / "x"
+        args = ["train", str(ROOT / "specs" / "digits_mlp.yaml"), "--steps", "1", "--set", f"name={name}", "--out"]
+        result = runner.invoke(app, [*args, str(out)])
+        assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+        assert f"--set name={name}" in result.output and "must be one plain folder name" in result.output
+        assert not (tmp_path / "escape-1").exists() and not out.exists()
+
+
+def test_early_stopping_and_best_weights_need_a_validation_split(tmp_path: Path) -> None:
+    data = "data: {source: digits, valid_split: 0}\n"
+    got = problems_of(tmp_path, GOOD + data + "train: {early_stopping: {patience: 2}, final_weights: best}\n")
+    assert got == [
+        "bad.yaml:8:25: error: train.early_stopping watches the validation examples, but data.valid_split is 0, so "
+        "training would never stop early\n  hint: set data.valid_split (for example 0.2), or remove early_stopping",
+        "bad.yaml:8:55: error: train.final_weights: best keeps the epoch with the best validation metric, but "
+        "data.valid_split is 0, so there are no validation examples to pick it by\n  hint: set data.valid_split (for "
+        "example 0.2), or write final_weights: last (without final_weights, the last weights are kept)",
+    ]
+    for train in ("{}", "{final_weights: last}", "{early_stopping: null}"):  # best by default means last here
+        (tmp_path / "s.yaml").write_text(GOOD + data + f"train: {train}\n")
+        assert validate_file(tmp_path / "s.yaml").values["data"]["valid_split"] == 0
+    (tmp_path / "s.yaml").write_text(GOOD + data + "train: {early_stopping: {patience: 2}}\n")
+    validate_file(tmp_path / "s.yaml", ["data.valid_split=0.1"])
+    with pytest.raises(SpecError, match="never stop early"):
+        validate_file(ROOT / "specs" / "digits_cnn.yaml", ["data.valid_split=0"])
+
+
+def test_each_feature_is_listed_once(tmp_path: Path) -> None:
+    write_data(tmp_path, {"d.csv": "rooms,area,age,y\n" + "".join(f"{i},{i},{i},{i}\n" for i in range(9))})
+    text = CSV_SPEC.replace("[2]", "[4]").replace("target: y", "target: y, features: [rooms, rooms, area, age]")
+    assert problems_of(tmp_path, text) == ["bad.yaml:5:63: error: data.features lists 'rooms' twice (first on line 5)"
+                                           "\n  hint: list each column once"]  # fmt: skip
