@@ -13,7 +13,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
 from contextvars import copy_context
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,7 +23,7 @@ from specgrad.codegen.kernel import Kernel
 from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.codegen.uops import render_uops
 from specgrad.dtype import DType
-from specgrad.flags import CACHEDIR, CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU
+from specgrad.flags import CACHEDIR, CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU, OPT
 from specgrad.helpers import atomic_write, cores, dedup
 from specgrad.ops import LazyOp, Op, get_lazyop_info
 from specgrad.shape.symbolic import Variable, sint, sym_infer
@@ -420,7 +420,7 @@ class Compiled:
                  compiler: Compiler, runtime: Callable[[Program, bytes], RunFn]):  # fmt: skip
         self.name, self.allocator, self.opts = name, allocator, opts
         self.render, self.compiler, self.runtime = render, compiler, runtime
-        self.runners: dict[LazyOp, Runner] = {}
+        self.runners: dict[tuple[LazyOp, LinearizerOptions], Runner] = {}
         self._names: dict[str, int] = {}
 
     def _display_name(self, name: str) -> str:
@@ -434,12 +434,14 @@ class Compiled:
 
     def get_runners(self, asts: list[LazyOp]) -> list[Runner]:
         """The runner of each ast; the kernels new to this process are lowered, then compiled together."""
-        new = [ast for ast in dedup(asts) if ast not in self.runners]
+        # NOTE: the OPT flag is read here, not when the device was made, so Context(OPT=0) takes effect at once
+        opts = replace(self.opts, optimize=self.opts.optimize and bool(OPT))
+        new = [ast for ast in dedup(asts) if (ast, opts) not in self.runners]
         programs: list[tuple[Program, str]] = []
 
         def sources() -> Iterator[str]:  # NOTE: a generator, so each kernel compiles while the next is lowered
             for ast in new:
-                programs.append(self._lower(ast))
+                programs.append(self._lower(ast, opts))
                 yield programs[-1][1]
 
         if new:
@@ -447,14 +449,14 @@ class Compiled:
             for ast, (prg, src), lib in zip(new, programs, libs):
                 dims = prg.global_size if prg.global_size is not None else prg.output_shape
                 fxn = self.runtime(prg, lib)
-                self.runners[ast] = Runner(self._display_name(prg.name), ast, self.name, fxn, dims, src)
-        return [self.runners[ast] for ast in asts]
+                self.runners[(ast, opts)] = Runner(self._display_name(prg.name), ast, self.name, fxn, dims, src)
+        return [self.runners[(ast, opts)] for ast in asts]
 
-    def _lower(self, ast: LazyOp) -> tuple[Program, str]:
+    def _lower(self, ast: LazyOp, opts: LinearizerOptions) -> tuple[Program, str]:
         """linearize and render one ast, refusing dtypes the device lacks."""
         if DEBUG >= 3:
             print(f"{Kernel.from_ast(ast).name()} on {self.name}:\n{render_ast(ast)}")
-        prg = linearize(ast, self.opts)
+        prg = linearize(ast, opts)
         for u in prg.uops:
             if u.dtype is not None:
                 check_dtype(self, u.dtype)

@@ -111,3 +111,18 @@ def test_default_device_from_environment() -> None:
         [sys.executable, "-c", code], env={"DEVICE": "TPU", "PATH": ""}, capture_output=True, text=True
     )
     assert bad.returncode != 0 and "unknown device 'TPU'; known devices:" in bad.stderr
+
+
+def test_the_opt_flag_takes_effect_after_the_first_kernel(device: str) -> None:
+    if device == "CPU":
+        pytest.skip("the interpreted device has no kernel opts")
+    name = device
+    x = Tensor(np.arange(64 * 64, dtype=np.float32).reshape(64, 64) / 4096, device=name).realize()
+    want = x.numpy() @ x.numpy()
+    np.testing.assert_allclose((x @ x).numpy(), want, rtol=1e-5)
+    with Context(OPT=0):
+        np.testing.assert_allclose((x @ x).numpy(), want, rtol=1e-5)
+    runners = Device[name].runners
+    by_opt = {o.optimize: r for (ast, o), r in runners.items() if r.name.startswith("r_")}
+    assert set(by_opt) == {True, False}, "the same matmul was lowered again, without opts, under OPT=0"
+    assert by_opt[True].src != by_opt[False].src

@@ -17,7 +17,7 @@ from typing import Any
 
 from specgrad.codegen.linearizer import LinearizerOptions, Program
 from specgrad.device import Compiled, Compiler, DeviceUnavailable, HostAllocator, timed
-from specgrad.flags import CC, CPU_TARGET, DEBUG, OPT, THREADS
+from specgrad.flags import CC, CPU_TARGET, DEBUG, THREADS
 from specgrad.helpers import cores
 from specgrad.renderer.cstyle import C_DIALECT, render
 from specgrad.shape.symbolic import Variable, sym_infer
@@ -242,6 +242,6 @@ def ClangDevice() -> Compiled:
             f"CLANG device: compiling with {version} ({path}) for -march={target} ({vector_bytes}-byte vectors), "
             f"{pool.threads if pool else 1} thread(s)"
         )
-    opts = LinearizerOptions(optimize=bool(OPT), vector_bytes=vector_bytes, threads=pool is not None)
+    opts = LinearizerOptions(optimize=True, vector_bytes=vector_bytes, threads=pool is not None)
     return Compiled("CLANG", HostAllocator(), opts, lambda prg: render(prg, C_DIALECT), compiler,
                     functools.partial(ClangProgram, pool=pool))  # fmt: skip

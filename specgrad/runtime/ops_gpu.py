@@ -18,7 +18,7 @@ import numpy as np
 from specgrad.codegen.linearizer import LinearizerOptions, Program
 from specgrad.device import Compiled, Compiler, DeviceUnavailable, DiskCache, LRUAllocator, sizes_with
 from specgrad.dtype import DType, dtypes
-from specgrad.flags import CL_VECTOR_WIDTH, DEBUG, OPT
+from specgrad.flags import CL_VECTOR_WIDTH, DEBUG
 from specgrad.renderer.cstyle import OPENCL_DIALECT, render
 from specgrad.shape.symbolic import Variable, sym_infer
 
@@ -278,7 +278,7 @@ def GPUDevice() -> Compiled:
     if DEBUG >= 1:
         print(f"GPU device: OpenCL on {ctx.name}, float{width} vectors (proven by a probe kernel; the device prefers "
               f"float{ctx.device.preferred_vector_width_float})")  # fmt: skip
-    opts = LinearizerOptions(global_dims=3, optimize=bool(OPT), vector_bytes=4 * width)
+    opts = LinearizerOptions(global_dims=3, optimize=True, vector_bytes=4 * width)
     ret = Compiled("GPU", CLAllocator(ctx), opts, lambda prg: render(prg, OPENCL_DIALECT),
                    compiler, functools.partial(CLProgram, ctx))  # fmt: skip
     ret.supported_dtypes, ret.description = ctx.supported_dtypes(), f" (OpenCL on {ctx.name})"
