@@ -53,3 +53,20 @@ def test_a_split_kernel_computes_every_element(clang: None) -> None:
     x = np.arange(1000 * 37, dtype=np.float32).reshape(1000, 37)  # NOTE: rows not divisible by the thread count
     np.testing.assert_array_equal((Tensor(x, device="CLANG") * 3 - 1).numpy(), x * 3 - 1)
     np.testing.assert_allclose(Tensor(x, device="CLANG").sum(1).numpy(), x.sum(1), rtol=1e-6)
+
+
+def test_the_threads_flag_takes_effect_at_run_time(clang: None) -> None:
+    from specgrad import Context
+    from specgrad.helpers import cores
+
+    if cores() < 2:
+        pytest.skip("one core: the pool has no threads to hand out")
+    x = np.arange(512 * 300, dtype=np.float32).reshape(512, 300) / 1000
+    t = Tensor(x, device="CLANG").realize()
+    with Context(THREADS=1):
+        one = (t * 3 - 1).exp2().sum(1).numpy()
+        pools = {id(r.fxn.pool): r.fxn.pool for r in Device["CLANG"].runners.values() if r.fxn.pool is not None}
+        assert pools and all(p.active == 1 for p in pools.values())
+    every = (t * 3 - 1).exp2().sum(1).numpy()
+    assert all(p.active == min(cores(), p.threads) for p in pools.values())
+    np.testing.assert_array_equal(one, every)

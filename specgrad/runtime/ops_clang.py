@@ -130,8 +130,13 @@ static sg_body_fn sg_fn; static void* sg_ctx; static int sg_n;
 static volatile unsigned long sg_gen = 0;
 static volatile int sg_pending = 0;
 
+static int sg_active = 1, sg_job_threads = 1; /* threads the caller allows; threads of the job in progress */
+
+void sg_pool_active(int threads) { sg_active = threads < 1 ? 1 : threads > sg_threads ? sg_threads : threads; }
+
 static void sg_part(int t) {
-  long chunk = ((long)sg_n + sg_threads - 1) / sg_threads, start = chunk * t, end = start + chunk;
+  if (t >= sg_job_threads) return; /* NOTE: a woken worker the job does not use */
+  long chunk = ((long)sg_n + sg_job_threads - 1) / sg_job_threads, start = chunk * t, end = start + chunk;
   if (end > sg_n) end = sg_n;
   if (start < end) sg_fn(sg_ctx, (int)start, (int)end);
 }
@@ -158,7 +163,7 @@ static void* sg_worker(void* arg) {
 int sg_pool_start(int threads) {
   if (threads > SG_MAX_THREADS) threads = SG_MAX_THREADS;
   if (sg_started && sg_pid == getpid()) return sg_threads;
-  sg_threads = threads < 1 ? 1 : threads; sg_started = 1; sg_pid = getpid();
+  sg_threads = threads < 1 ? 1 : threads; sg_started = 1; sg_pid = getpid(); sg_active = sg_threads;
   for (int t = 1; t < sg_threads; t++) {
     pthread_t th;
     if (pthread_create(&th, 0, sg_worker, (void*)(long)t) != 0) { sg_threads = t; break; }
@@ -169,10 +174,10 @@ int sg_pool_start(int threads) {
 
 void sg_parallel_for(sg_body_fn fn, void* ctx, int n) {
   /* NOTE: a forked child has no workers: it runs everything on its own thread */
-  if (sg_threads <= 1 || n < 2 || sg_pid != getpid()) { fn(ctx, 0, n); return; }
+  if (sg_threads <= 1 || sg_active <= 1 || n < 2 || sg_pid != getpid()) { fn(ctx, 0, n); return; }
   pthread_mutex_lock(&sg_caller); /* NOTE: one job at a time, whichever thread calls */
   pthread_mutex_lock(&sg_mu);
-  sg_fn = fn; sg_ctx = ctx; sg_n = n;
+  sg_fn = fn; sg_ctx = ctx; sg_n = n; sg_job_threads = sg_active;
   __atomic_store_n(&sg_pending, sg_threads - 1, __ATOMIC_RELEASE);
   __atomic_add_fetch(&sg_gen, 1, __ATOMIC_ACQ_REL);
   pthread_cond_broadcast(&sg_go);
@@ -201,12 +206,20 @@ def thread_count() -> int:
 
 
 class ThreadPool:
-    """The pool's library, started once per process with the THREADS flag's count."""
+    """The pool's library, started once per process with a thread per core (or THREADS, when more); each parallel
+    kernel launch uses as many of them as the THREADS flag says at that moment."""
 
     def __init__(self, lib: bytes):
         self.dll = load_library(lib)
-        self.threads = self.dll.sg_pool_start(ctypes.c_int(thread_count()))
+        self.threads = self.dll.sg_pool_start(ctypes.c_int(max(thread_count(), cores())))
         self.parallel_for = ctypes.cast(self.dll.sg_parallel_for, ctypes.c_void_p).value
+        self.active = self.threads
+
+    def use_threads(self) -> None:
+        """Hand the pool the THREADS flag's current count (it changes under `with Context(THREADS=n):`)."""
+        if (n := min(int(THREADS.value) or self.threads, self.threads)) != self.active:  # NOTE: per launch: no syscall
+            self.dll.sg_pool_active(ctypes.c_int(n))
+            self.active = n
 
 
 class ClangProgram:
@@ -214,8 +227,9 @@ class ClangProgram:
 
     def __init__(self, prg: Program, lib: bytes, pool: ThreadPool | None = None):
         self.dll = load_library(lib)
-        if pool is not None and hasattr(self.dll, "sg_parallel_for"):
-            ctypes.c_void_p.in_dll(self.dll, "sg_parallel_for").value = pool.parallel_for
+        self.pool = pool if pool is not None and hasattr(self.dll, "sg_parallel_for") else None
+        if self.pool is not None:
+            ctypes.c_void_p.in_dll(self.dll, "sg_parallel_for").value = self.pool.parallel_for
         self.fn = getattr(self.dll, prg.name)
         self.fn.argtypes = [ctypes.c_void_p] * len(prg.buffers) + [ctypes.c_int] * len(prg.vars)
         self.fn.restype = None
@@ -223,6 +237,8 @@ class ClangProgram:
 
     def __call__(self, bufs: list[Any], var_vals: dict[Variable, int], wait: bool) -> float:
         args = [b.ctypes.data for b in bufs] + [sym_infer(v, var_vals) for v in self.vars]
+        if self.pool is not None:
+            self.pool.use_threads()
         return timed(lambda: self.fn(*args))
 
 
@@ -236,7 +252,7 @@ def ClangDevice() -> Compiled:
         pool_lib = compiler.compile_cached(POOL_SRC)  # NOTE: also the probe that the compiler builds shared objects
     except RuntimeError as e:
         raise DeviceUnavailable(f"the C compiler {path} cannot build shared objects ({e}): {INSTALL_HINT}") from None
-    pool = ThreadPool(pool_lib) if thread_count() > 1 else None
+    pool = ThreadPool(pool_lib) if max(thread_count(), cores()) > 1 else None
     if DEBUG >= 1:
         print(
             f"CLANG device: compiling with {version} ({path}) for -march={target} ({vector_bytes}-byte vectors), "
