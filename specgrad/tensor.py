@@ -501,6 +501,10 @@ class Tensor:
 
     def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
         xs = (self, *others)
+        if any(x.ndim == 0 for x in xs):
+            raise ValueError(
+                f"zero-dimensional tensors cannot be concatenated (shapes {[x.shape for x in xs]}): use stack"
+            )
         d = self._dim(dim)
         for x in xs:
             if x.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, self.shape)) if i != d):
@@ -1009,13 +1013,16 @@ class Tensor:
         return x._reduce(mlops.Sum, axis, keepdim)
 
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
+        """The maximum; an empty reduced axis raises ValueError (it has no identity), as numpy."""
+        if any(self.shape[a] == 0 for a in self._axes(axis)):
+            raise ValueError(f"max/min of an empty axis (axis {axis} of shape {self.shape}) has no identity")
         return self._reduce(mlops.Max, axis, keepdim)
 
     def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self._flip_order().max(axis, keepdim)._flip_order()
 
     def any(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
-        return self.bool().max(axis, keepdim)
+        return self.bool()._reduce(mlops.Max, axis, keepdim)  # NOTE: any() of nothing is False
 
     def all(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         return self.logical_not().any(axis, keepdim).logical_not()
