@@ -9,8 +9,6 @@ Imports helpers, flags, shape, ops and lazy.
 
 from __future__ import annotations
 
-import sys
-
 from specgrad.flags import DEBUG
 from specgrad.helpers import dedup, prod
 from specgrad.lazy import LazyBuffer
@@ -18,8 +16,9 @@ from specgrad.ops import UNSAFE_PAD_OPS, BufferOps, ConstBuffer, LazyOp, LoadOps
 from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import Variable
 
-# NOTE: one kernel's ast is built recursively, and a long unrealized elementwise chain is a deep tree
-sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+# NOTE: a kernel's ast is a tree as deep as its longest chain of fused ops, and later stages (hashing, linearizing,
+# the C compiler) walk it recursively: a chain longer than this is cut into kernels, so no walk grows with a graph
+MAX_KERNEL_DEPTH = 128
 
 
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
@@ -27,6 +26,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     realizes = {x.base: None for x in outs if x.base.realized is None}
     allbufs = _walk_graph(list(realizes), realizes)
     _add_assign_readers(allbufs, realizes)
+    _cap_depth(allbufs, realizes)
     reduce_for = _pair_reduces(allbufs, realizes)
     schedule: list[ScheduleItem] = []
     done: set[LazyBuffer] = set()
@@ -103,6 +103,27 @@ def _order_assigns(schedule: list[ScheduleItem]) -> list[ScheduleItem]:
         order.append(ready)
         placed.add(ready)
     return [schedule[i] for i in order]
+
+
+def _cap_depth(allbufs: dict[LazyBuffer, None], realizes: dict[LazyBuffer, None]) -> None:
+    """Realize a base wherever its chain of fused ops reaches MAX_KERNEL_DEPTH (iterative: the graph may be deep)."""
+    depth: dict[LazyBuffer, int] = {}
+    for root in allbufs:
+        stack = [root]
+        while stack:
+            lb = stack[-1]
+            if lb in depth:
+                stack.pop()
+                continue
+            pending = [s.base for s in lb.srcs if s.base in allbufs and s.base not in depth]
+            if pending:
+                stack.extend(pending)
+                continue
+            stack.pop()
+            d = 1 + max((depth.get(s.base, 0) for s in lb.srcs), default=0)
+            if d >= MAX_KERNEL_DEPTH:
+                realizes[lb] = None
+            depth[lb] = 0 if lb in realizes else d
 
 
 def _mark_view(view: LazyBuffer, realizes: dict[LazyBuffer, None], pads: list) -> None:

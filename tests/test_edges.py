@@ -3,6 +3,7 @@ semantics and misuse errors that match numpy/torch. Every test runs on each devi
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import numpy as np
@@ -119,3 +120,36 @@ def test_pad2d_and_repeat_with_gradients(device: str) -> None:
     np.testing.assert_allclose(g, np.full_like(x, 24))
     big = Tensor.ones(2, 3, device=device).repeat(50, 50)
     assert big.shape == (100, 150) and big.sum().item() == 15000
+
+
+# *** deep graphs: no walk recurses with a graph's depth ***
+
+
+@pytest.fixture
+def low_recursion_limit() -> object:
+    """Python's default limit, whatever a library may have raised it to: a deep graph must not need more."""
+    before = sys.getrecursionlimit()
+    sys.setrecursionlimit(1000)
+    yield
+    sys.setrecursionlimit(before)
+
+
+def test_chain_of_10000_ops_realizes_and_backpropagates(device: str, low_recursion_limit: object) -> None:
+    x0 = np.linspace(-1, 1, 4, dtype=np.float32)
+    x = Tensor(x0, device=device, requires_grad=True)
+    y, want = x, x0.astype(np.float64)
+    for i in range(5000):  # 10,000 ops: mul and add alternate, no constant folds away
+        y = y * 0.999 + (0.001 if i % 2 else -0.001)
+        want = want * 0.999 + (0.001 if i % 2 else -0.001)
+    y.sum().backward()
+    np.testing.assert_allclose(y.numpy(), want, rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(x.grad.numpy(), np.full(4, 0.999**5000), rtol=1e-3)
+
+
+def test_deep_chain_of_unary_ops(device: str, low_recursion_limit: object) -> None:
+    x = Tensor(np.full(3, 0.5, np.float32), device=device, requires_grad=True)
+    y = x
+    for _ in range(2000):
+        y = y.sin().relu()
+    y.sum().backward()
+    assert np.isfinite(y.numpy()).all() and np.isfinite(x.grad.numpy()).all()
