@@ -344,16 +344,15 @@ class Tensor:
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(x) into x.grad for every x with requires_grad that self depends on."""
         if self._ctx is None:
-            raise RuntimeError("backward() on a tensor that does not require grad (no graph behind it)")
+            raise ValueError("backward() on a tensor that does not require grad (no graph behind it)")
         if gradient is None:
             if self.numel() != 1:
-                raise RuntimeError(f"backward() without a gradient needs a single-element tensor, got {self.shape}")
+                raise ValueError(f"backward() without a gradient needs a single-element tensor, got {self.shape}")
             gradient = Tensor.ones(*self.shape, device=self.device, dtype=self.dtype, requires_grad=False)
         elif gradient.shape != self.shape:
             raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
         self.grad = gradient
         for t in reversed(self._deepwalk()):
-            assert t._ctx is not None
             if t.grad is None:  # NOTE: no gradient reached it (every consumer returned None for it)
                 t._ctx = None
                 continue
@@ -382,6 +381,8 @@ class Tensor:
     # ***** movement *****
 
     def _dim(self, dim: int, extra: int = 0) -> int:
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool):
+            raise TypeError(f"a dimension must be an int, got {dim!r} of type {type(dim).__name__}")
         n = self.ndim + extra
         if not -max(n, 1) <= dim < max(n, 1):
             raise IndexError(f"dimension {dim} is out of range for a tensor of shape {self.shape}")
@@ -501,6 +502,8 @@ class Tensor:
 
     def cat(self, *others: Tensor, dim: int = 0) -> Tensor:
         xs = (self, *others)
+        if not all(isinstance(x, Tensor) for x in xs):
+            raise TypeError(f"cat needs Tensors, got {[type(x).__name__ for x in xs]}")
         if any(x.ndim == 0 for x in xs):
             raise ValueError(
                 f"zero-dimensional tensors cannot be concatenated (shapes {[x.shape for x in xs]}): use stack"
@@ -557,7 +560,11 @@ class Tensor:
         gather(index, dim) order is accepted too."""
         if isinstance(dim, Tensor):
             dim, index = index, dim
-        assert isinstance(dim, int) and isinstance(index, Tensor)
+        if not isinstance(dim, int) or isinstance(dim, bool) or not isinstance(index, Tensor):
+            raise TypeError(f"gather(dim, index) needs an int dim and a Tensor index, got {type(dim).__name__} and "
+                            f"{type(index).__name__}")  # fmt: skip
+        if not dtypes.is_int(index.dtype):
+            raise TypeError(f"gather index must be an integer tensor, got {index.dtype}")
         d = self._dim(dim)
         if index.ndim != self.ndim or any(i > s for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):
             raise ValueError(
@@ -569,9 +576,11 @@ class Tensor:
         return (x * onehot).sum(-1)
 
     def tril(self, diagonal: int = 0) -> Tensor:
+        _check_matrix(self, "tril")
         return _tri_mask(self.shape[-2:], diagonal, lower=True, device=self.device).where(self, 0)
 
     def triu(self, diagonal: int = 0) -> Tensor:
+        _check_matrix(self, "triu")
         return _tri_mask(self.shape[-2:], diagonal, lower=False, device=self.device).where(self, 0)
 
     # ***** elementwise math *****
@@ -688,7 +697,7 @@ class Tensor:
         odd = (exponent.abs() - (exponent.abs() * 0.5).floor() * 2) == 1
         signed = odd.where(-mag, mag)
         whole = exponent == exponent.trunc()
-        ret = (base < 0).where(whole.where(signed, math.nan), mag)
+        ret = (base < 0).where(whole.where(signed, _nan_at((base < 0) & whole.logical_not(), base, exponent)), mag)
         return (exponent == 0).where(1.0, ret)
 
     def _pow_scalar(self, x: int | float) -> Tensor:
@@ -707,7 +716,7 @@ class Tensor:
         base = self._float()
         mag = (base.abs().log() * x).exp()
         if x != math.floor(x):
-            return (base < 0).where(math.nan, mag)
+            return (base < 0).where(_nan_at(base < 0, base), mag)
         return (base < 0).where(-mag, mag) if int(x) % 2 else mag
 
     def maximum(self, x: Tensor | Scalar) -> Tensor:
@@ -915,6 +924,10 @@ class Tensor:
         return Tensor._wrap(a.lazydata.e(BinaryOps.ADD, b.lazydata))
 
     def __xor__(self, x: Tensor | Scalar) -> Tensor:
+        """Logical xor of bools, bitwise xor of integers."""
+        a, b = self._broadcasted(x)
+        if dtypes.is_int(a.dtype):
+            return _xor_ints(a, b)
         a, b = self._bool_operands(x)
         return a != b
 
@@ -924,7 +937,7 @@ class Tensor:
     def _bool_operands(self, x: Tensor | Scalar) -> tuple[Tensor, Tensor]:
         a, b = self._broadcasted(x)
         if a.dtype != dtypes.bool:
-            raise TypeError(f"logical operators need bool tensors, got {a.dtype}")
+            raise TypeError(f"logical operators need bool tensors (^ takes integers too), got {a.dtype}")
         return a, b
 
     def __neg__(self) -> Tensor:
@@ -1088,6 +1101,8 @@ class Tensor:
         return self.dot(w)
 
     def dot(self, w: Tensor) -> Tensor:
+        if not isinstance(w, Tensor):
+            raise TypeError(f"matmul needs a Tensor operand, got {type(w).__name__}")
         n1, n2 = self.ndim, w.ndim
         if n1 == 0 or n2 == 0:
             raise ValueError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
@@ -1221,6 +1236,8 @@ class Tensor:
         return keep.where(self, 0) * (1 / (1 - p)) if p < 1 else self * 0
 
     def one_hot(self, num_classes: int) -> Tensor:
+        if not isinstance(num_classes, int) or num_classes < 1:
+            raise ValueError(f"one_hot needs num_classes >= 1, got {num_classes!r}")
         return _onehot(self, num_classes).cast(dtypes.default_int)
 
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
@@ -1357,10 +1374,40 @@ def _no_grad_through(x: Tensor, value: Tensor) -> Tensor:
     return Tensor._apply(mlops.ZeroGrad, x, value.detach())
 
 
+def _check_matrix(x: Tensor, op: str) -> None:
+    if x.ndim < 2:
+        raise ValueError(f"{op} needs a tensor of at least 2 dimensions, got shape {x.shape}")
+
+
 def _tri_mask(shape: tuple[int, int], diagonal: int, lower: bool, device: str) -> Tensor:
     rows, cols = shape
     keep = np.tri(rows, cols, diagonal, dtype=bool) if lower else ~np.tri(rows, cols, diagonal - 1, dtype=bool)
     return Tensor(keep, device=device)
+
+
+def _nan_at(cond: Tensor, *xs: Tensor) -> Tensor:
+    """nan, with a gradient of nan for each of xs where cond holds and 0 elsewhere (torch's gradient of an undefined
+    result): a nan constant would have no gradient, and nan * x alone would make it nan everywhere."""
+    return _prod_all([cond.where(x, 1.0) for x in xs]) * math.nan
+
+
+def _xor_ints(a: Tensor, b: Tensor) -> Tensor:
+    """Bitwise a ^ b from the bits of each (there is no xor device op): bit k of x is (x mod 2^(k+1)) >= 2^k with a
+    non-negative mod, so two's complement comes out right; the top bit of a signed int is its sign."""
+    bits, signed = a.dtype.itemsize * 8, not dtypes.is_unsigned(a.dtype)
+
+    def bit(x: Tensor, k: int) -> Tensor:
+        if signed and k == bits - 1:
+            return x < 0
+        m = Tensor._wrap(x.lazydata.e(BinaryOps.MOD, x._broadcasted(2 ** (k + 1))[1].lazydata)) if k < bits - 1 else x
+        m = (m < 0).where(m + 2 ** (k + 1), m) if signed else m
+        return (m < 2**k).logical_not()
+
+    ret = a.zeros_like()
+    for k in range(bits):
+        weight = -(2**k) if signed and k == bits - 1 else 2**k
+        ret = ret + (bit(a, k) != bit(b, k)).where(ret.full_like(weight), 0)  # NOTE: a.dtype: 2^40 is no int32
+    return ret
 
 
 def _onehot(index: Tensor, n: int) -> Tensor:

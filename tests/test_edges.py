@@ -153,3 +153,114 @@ def test_deep_chain_of_unary_ops(device: str, low_recursion_limit: object) -> No
         y = y.sin().relu()
     y.sum().backward()
     assert np.isfinite(y.numpy()).all() and np.isfinite(x.grad.numpy()).all()
+
+
+# *** semantics that match torch/numpy ***
+
+
+@pytest.mark.parametrize("exponent", [0.2, -1.5, 2.5])
+def test_fractional_pow_of_negative_base_has_nan_gradient(exponent: float, device: str) -> None:
+    x0 = np.array([-1.0, 2.0, 0.5, -3.0], np.float32)
+    value, (g,) = grads(lambda t: t**exponent, x0, device=device)
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_allclose(value, x0.astype(np.float64) ** exponent, rtol=1e-5)
+        np.testing.assert_allclose(
+            g, np.where(x0 < 0, np.nan, exponent * x0.astype(np.float64) ** (exponent - 1)), 1e-5
+        )
+    if torch is not None:
+        tx = torch.tensor(x0, requires_grad=True)
+        (tx**exponent).sum().backward()
+        np.testing.assert_allclose(g, tx.grad.numpy(), rtol=1e-5)
+
+
+def test_pow_of_tensors_negative_base_gradient_matches_torch(device: str) -> None:
+    x0, y0 = np.array([-1.0, 2.0, 0.5, -3.0], np.float32), np.array([0.2, 2.0, 1.5, 3.0], np.float32)
+    value, (gx, gy) = grads(lambda a, b: a**b, x0, y0, device=device)
+    assert np.isnan(value[0]) and np.isnan(gx[0]) and np.isnan(gy[0])
+    np.testing.assert_allclose(value[1:], x0[1:].astype(np.float64) ** y0[1:], rtol=1e-5)
+    if torch is not None:
+        tx, ty = torch.tensor(x0, requires_grad=True), torch.tensor(y0, requires_grad=True)
+        (tx**ty).sum().backward()
+        np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-5)
+        np.testing.assert_allclose(gy[:3], ty.grad.numpy()[:3], rtol=1e-5)  # NOTE: d/dy at a negative base: see docs
+
+
+def test_integer_division_matches_torch(device: str) -> None:
+    a0, b0 = np.array([7, -7, 7, -7, 0, 6], np.int32), np.array([2, 2, -2, -2, 3, 3], np.int32)
+    a, b = Tensor(a0, device=device), Tensor(b0, device=device)
+    true_div, floor_div = (a / b).numpy(), (a // b).numpy()
+    assert true_div.dtype.kind == "f" and floor_div.dtype == np.int32
+    np.testing.assert_allclose(true_div, a0 / b0)
+    np.testing.assert_array_equal(floor_div, a0 // b0)
+    np.testing.assert_array_equal((a // 2).numpy(), a0 // 2)
+    if torch is not None:
+        ta, tb = torch.tensor(a0), torch.tensor(b0)
+        np.testing.assert_allclose(true_div, (ta / tb).numpy())
+        np.testing.assert_array_equal(floor_div, (ta // tb).numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8, np.int64])
+def test_xor_of_integers_is_bitwise(dtype: type, device: str) -> None:
+    info = np.iinfo(dtype)
+    vals = np.array([0, 1, 5, 3, info.max, info.min, info.max // 3, 0], dtype)
+    others = np.array([0, 1, 1, 6, info.min, info.min, info.max, info.max], dtype)
+    got = (Tensor(vals, device=device) ^ Tensor(others, device=device)).numpy()
+    np.testing.assert_array_equal(got, vals ^ others)
+    np.testing.assert_array_equal((Tensor(vals, device=device) ^ 1).numpy(), vals ^ dtype(1))
+
+
+def test_xor_of_bools(device: str) -> None:
+    a, b = np.array([True, True, False, False]), np.array([True, False, True, False])
+    np.testing.assert_array_equal((Tensor(a, device=device) ^ Tensor(b, device=device)).numpy(), a ^ b)
+
+
+def test_gather_takes_index_by_keyword(device: str) -> None:
+    x0, idx0 = np.arange(12, dtype=np.float32).reshape(3, 4), np.array([[0, 3], [1, 1], [2, 0]], np.int32)
+    x, idx = Tensor(x0, device=device), Tensor(idx0, device=device)
+    want = np.take_along_axis(x0, idx0, 1)
+    for got in (x.gather(1, idx), x.gather(1, index=idx), x.gather(dim=1, index=idx), x.gather(index=idx, dim=1)):
+        np.testing.assert_array_equal(got.numpy(), want)
+    if torch is not None:
+        np.testing.assert_array_equal(want, torch.tensor(x0).gather(1, index=torch.tensor(idx0).long()).numpy())
+
+
+# *** misuse: TypeError for a wrong type, ValueError for a bad value or shape, IndexError for an out-of-range index
+# or dim; each message names the values (docs/python-api.md, "Errors") ***
+
+A = lambda: Tensor.rand(2, 3)  # noqa: E731
+MISUSE: list[tuple[str, type[Exception], str, Callable]] = [
+    ("reshape", ValueError, r"\(2, 3\).*\(4, 4\)", lambda: A().reshape(4, 4)),
+    ("expand", ValueError, r"\(2, 3\) to \(3, 3\)", lambda: A().expand(3, 3)),
+    ("permute", ValueError, r"\(0, 0\)", lambda: A().permute(0, 0)),
+    ("permute_dim", IndexError, "dimension 5", lambda: A().permute(0, 5)),
+    ("sum_dim", IndexError, "dimension 5", lambda: A().sum(5)),
+    ("sum_dim_type", TypeError, "'x'", lambda: A().sum("x")),
+    ("shrink", IndexError, r"\(0, 5\)", lambda: A().shrink(((0, 5), (0, 3)))),
+    ("pad2d", ValueError, r"\(1,\)", lambda: A().pad2d((1,))),
+    ("cat_shapes", ValueError, r"\(2, 3\), \(3, 3\)", lambda: A().cat(Tensor.rand(3, 3), dim=1)),
+    ("cat_type", TypeError, "int", lambda: A().cat(3)),
+    ("cat_0d", ValueError, "zero-dimensional", lambda: Tensor(1.0).cat(Tensor(2.0))),
+    ("stack", ValueError, r"\(3,\)", lambda: Tensor.stack([A(), Tensor.rand(3)])),
+    ("gather_index_type", TypeError, "list", lambda: A().gather(1, [[0]])),
+    ("gather_index_dtype", TypeError, "float", lambda: A().gather(1, Tensor([[0.0]]))),
+    ("gather_shape", ValueError, r"\(2,\)", lambda: A().gather(1, Tensor([0, 1]))),
+    ("matmul_shapes", ValueError, r"\(2, 3\) @ \(2, 3\)", lambda: A() @ A()),
+    ("matmul_type", TypeError, "int", lambda: A() @ 3),
+    ("getitem", IndexError, "index 5", lambda: A()[5]),
+    ("add_type", TypeError, "str", lambda: A() + "x"),
+    ("broadcast", ValueError, r"\(2, 3\) and \(4,\)", lambda: A() + Tensor.rand(4)),
+    ("shape", ValueError, r"\(-1,\)", lambda: Tensor.zeros(-1)),
+    ("max_empty", ValueError, r"\(0, 3\)", lambda: Tensor.zeros(0, 3).max()),
+    ("xor_float", TypeError, "float32", lambda: A() ^ A()),
+    ("one_hot", ValueError, "-1", lambda: Tensor([1]).one_hot(-1)),
+    ("tril", ValueError, r"\(3,\)", lambda: Tensor.rand(3).tril()),
+    ("item", ValueError, r"\(2, 3\)", lambda: A().item()),
+    ("backward_no_graph", ValueError, "does not require grad", lambda: A().backward()),
+    ("backward_not_scalar", ValueError, r"\(2,\)", lambda: (Tensor.rand(2, requires_grad=True) * 2).backward()),
+]
+
+
+@pytest.mark.parametrize("name,error,message,fn", MISUSE, ids=[m[0] for m in MISUSE])
+def test_misuse_raises_a_documented_error(name: str, error: type, message: str, fn: Callable) -> None:
+    with pytest.raises(error, match=message):
+        fn()
