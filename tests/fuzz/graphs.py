@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -349,7 +349,6 @@ OPS: dict[str, OpKind] = {
 class Graph:
     nodes: tuple[Node, ...]
     seed: int = 0  # the input data's seed
-    note: str = field(default="", compare=False)
 
     def shapes(self) -> list[Shape] | None:
         """Every node's shape, or None when some op does not apply (a shrink step broke the graph)."""

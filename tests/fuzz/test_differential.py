@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from tests.fuzz import graphs
 from tests.fuzz.graphs import (
     OPS,
     Graph,
@@ -26,9 +27,11 @@ from tests.fuzz.graphs import (
 )
 
 # graphs per device in the default run: about 20-40 s each (GPU, PoCL on the CPU, compiles ~1 s per new kernel)
-FAST = {"CPU": 120, "CLANG": 40, "GPU": 6}
+FAST = {"CPU": 120, "CLANG": 40, "GPU": 12}
 SLOW = {"CPU": 1000, "CLANG": 300, "GPU": 100}
 FAST_OPS, SLOW_OPS = 6, 8
+# (device, seed) of graphs whose mismatch is a known engine bug, pinned by a strict xfail in test_regressions.py
+KNOWN = {("CLANG", 10177): "test_fuzz_seed_10177_sigmoid_log_softmax_on_clang"}
 
 needs_torch = pytest.mark.skipif(torch is None, reason="torch not installed: no float64 autograd reference")
 
@@ -44,7 +47,8 @@ def report(g: Graph, device: str) -> str:
 
 
 def fuzz(device: str, seeds: range, n_ops: int) -> None:
-    failures = [report(g, device) for g in map(lambda s: random_graph(s, n_ops), seeds) if mismatch(g, device)]
+    graphs = (random_graph(s, n_ops) for s in seeds if (device, s) not in KNOWN)
+    failures = [report(g, device) for g in graphs if mismatch(g, device)]
     assert not failures, f"{len(failures)} of {len(seeds)} graphs mismatch:\n\n" + "\n\n".join(failures)
 
 
@@ -126,3 +130,8 @@ def test_printed_code_runs_and_agrees() -> None:
     exec(g.to_code("CPU"), {"print": lambda *a: printed.append(a)})
     assert [p[0] for p in printed] == ["forward", "grad x0", "grad x1"]
     assert all(p[1] < 1e-5 for p in printed), printed
+
+
+def test_without_torch_the_forward_is_checked_against_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(graphs, "torch", None)
+    fuzz("CPU", range(30), FAST_OPS)
