@@ -27,7 +27,7 @@ from tests.fuzz.graphs import (
 )
 
 # graphs per device in the default run: about 20-40 s each (GPU, PoCL on the CPU, compiles ~1 s per new kernel)
-FAST = {"CPU": 120, "CLANG": 40, "GPU": 12}
+FAST = {"CPU": 300, "CLANG": 60, "GPU": 12}
 SLOW = {"CPU": 1000, "CLANG": 300, "GPU": 100}
 FAST_OPS, SLOW_OPS = 6, 8
 # (device, seed) of graphs whose mismatch is a known engine bug, pinned by a strict xfail in test_regressions.py
