@@ -1069,7 +1069,9 @@ class Tensor:
         return self._flip_order().argmax(axis, keepdim)
 
     def _softmax(self, axis: int) -> tuple[Tensor, Tensor, Tensor]:
-        m = self - self.max(axis, keepdim=True)
+        # NOTE: the max only shifts for range (the result does not depend on it), so it takes no gradient: its
+        # backward's x == max mask fails when a kernel recomputes x with other rounding (0/0 on CLANG, issue 13)
+        m = self - self.max(axis, keepdim=True).detach()
         e = m.exp()
         return m, e, e.sum(axis, keepdim=True)
 
