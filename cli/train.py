@@ -71,6 +71,8 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
         raise _fail(str(e), 1) from None
     except DeviceUnavailable as e:
         raise _fail(f"error: {e}", 3) from None
+    except KeyboardInterrupt:  # NOTE: while loading the data or building the model: no run has started
+        raise _fail("interrupted before training started", 130) from None
 
 
 def _resume_device(folder: Path, device: str | None) -> str | None:
