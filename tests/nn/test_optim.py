@@ -286,14 +286,19 @@ def test_schedule(case: tuple) -> None:
         assert opt.lr.item() == pytest.approx(got[-1], rel=1e-6)
     np.testing.assert_allclose(got, [ref(e) for e in range(12)], rtol=1e-12)
     if torch is not None and torch_make is not None:
-        topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
-        tsched = torch_make(topt)
-        want = [tsched.get_last_lr()[0]]
-        for _ in range(11):
-            topt.step()
-            tsched.step()
-            want.append(tsched.get_last_lr()[0])
-        np.testing.assert_allclose(got, want, rtol=1e-9)
+        np.testing.assert_allclose(got, torch_lrs(torch_make, 11), rtol=1e-9)
+
+
+def torch_lrs(torch_make, steps: int) -> list[float]:
+    """The learning rates torch's own schedule gives, at epoch 0 and after each of `steps` steps."""
+    topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
+    tsched = torch_make(topt)
+    want = [tsched.get_last_lr()[0]]
+    for _ in range(steps):
+        topt.step()
+        tsched.step()
+        want.append(tsched.get_last_lr()[0])
+    return want
 
 
 # ***** long runs: every optimizer, jitted as the trainer runs it, vs float64 and torch for thousands of steps *****
@@ -509,14 +514,7 @@ def test_schedule_matches_torch_for_10k_steps(case: tuple) -> None:
     assert opt.lr.item() == float(np.float32(got[-1]))
     if torch is None or torch_make is None:
         pytest.skip("torch is not installed" if torch is None else "torch has no schedule of its own for this")
-    topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
-    tsched = torch_make(topt)
-    want = [tsched.get_last_lr()[0]]
-    for _ in range(10_000):
-        topt.step()
-        tsched.step()
-        want.append(tsched.get_last_lr()[0])
-    np.testing.assert_allclose(got, want, rtol=5e-9, atol=1e-300)
+    np.testing.assert_allclose(got, torch_lrs(torch_make, 10_000), rtol=5e-9, atol=1e-300)
 
 
 @pytest.mark.parametrize("case", LONG_SCHEDULES, ids=[c[0] for c in LONG_SCHEDULES])
