@@ -11,6 +11,7 @@ from specgrad.cli.run import guess_task, load_model, spec_and_weights
 from specgrad import Device
 from specgrad.device import DeviceUnavailable
 from specgrad.nn.state import get_state_dict, safe_save
+from specgrad.spec.contract import OUTPUTS
 from specgrad.spec.errors import SpecError
 from specgrad.spec.run_folder import spec_hash
 from specgrad.spec.validate import ValidSpec
@@ -60,12 +61,11 @@ def write_export(spec: ValidSpec, weights: Path, fmt: str, out: Path) -> str:
         safe_save(get_state_dict(model), out, metadata={**meta, "spec_hash": spec_hash(spec.values)})
         return f"wrote {out}"
     if fmt == "onnx":
-        from specgrad.spec.export.onnx import OUTPUTS, export_onnx
+        from specgrad.spec.export.onnx import export_onnx
 
         export_onnx(spec, model, out, meta=served)
         return f"wrote {out} (ONNX, outputs {', '.join(OUTPUTS[served['task']])}; checked with onnx.checker)"
     from specgrad.spec.export.c import export_c
-    from specgrad.spec.export.onnx import OUTPUTS
 
     header = export_c(spec, model, out, served)
     printed = OUTPUTS[served["task"]][-1]

@@ -19,6 +19,7 @@ from specgrad.device import DeviceUnavailable
 from specgrad.helpers import atomic_write, prod
 from specgrad.nn.state import load_state_dict, safe_load, safe_load_metadata
 from specgrad.spec.builder import Model, build_model
+from specgrad.spec.contract import RunContract, contract_from_meta
 from specgrad.spec.data import standardize
 from specgrad.spec.errors import Location, Problem, SpecError
 from specgrad.spec.run_folder import final_weights, spec_file, spec_hash
@@ -38,13 +39,13 @@ def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | 
         if device is not None:
             Device.DEFAULT = device
         model, meta = load_model(spec, weights)
-        task = meta.get("task") or guess_task(spec)
-        x = prepare(read_examples(input_path, spec), spec, meta, input_path, weights)
-        out = to_result(task, predict(model, x), meta)
+        contract = read_contract(spec, meta, weights)
+        x = prepare(read_examples(input_path, spec), spec, contract, input_path)
+        out = to_result(contract, predict(model, x))
         if output is None:
-            report(task, out, as_json, class_names(meta, out))
+            report(contract, out, as_json)
             return
-        write_output(output, out, _columns(task, spec, out, meta))
+        write_output(output, out, _columns(contract, spec, out))
     except SpecError as e:
         typer.echo(str(e), err=True)
         raise typer.Exit(1) from None
@@ -55,7 +56,7 @@ def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | 
     if as_json:
         typer.echo(json.dumps({"output": str(output), "shape": shape, "examples": len(out)}))
     else:
-        typer.echo(f"wrote the {'probabilities' if task == 'classify' else 'outputs'} of {len(out)} examples "
+        typer.echo(f"wrote the {'probabilities' if contract.task == 'classify' else 'outputs'} of {len(out)} examples "
                    f"(shape {shape}) to {output}")  # fmt: skip
 
 
@@ -121,6 +122,16 @@ def guess_task(spec: ValidSpec) -> str:
     if data.get("source") == "text":
         return "language"
     return "classify" if data.get("source") in ("digits", "spirals") and data.get("target") is None else "regress"
+
+
+def read_contract(spec: ValidSpec, meta: dict[str, str], weights: Path) -> RunContract:
+    """What to apply around the model, from the weights' metadata (the task guessed from the spec when it is
+    missing, as for weights another tool wrote)."""
+    try:
+        return contract_from_meta(spec, {**meta, "task": meta.get("task") or guess_task(spec)})
+    except ValueError as e:
+        raise SpecError.at(None, f"the metadata of {weights} does not fit the model of {spec.path}: {e}",
+                           "pass weights that `specgrad train` wrote for this spec") from None  # fmt: skip
 
 
 def predict(model: Model, x: np.ndarray) -> np.ndarray:
@@ -302,7 +313,7 @@ READERS: dict[str, Callable[[bytes, Path, ValidSpec], np.ndarray]] = {
 # *** what the model is given ***
 
 
-def prepare(x: np.ndarray, spec: ValidSpec, meta: dict[str, str], path: Path, weights: Path) -> np.ndarray:
+def prepare(x: np.ndarray, spec: ValidSpec, contract: RunContract, path: Path) -> np.ndarray:
     """Float inputs standardized with the training statistics in the weights; token ids checked and cast."""
     _, dtype = next(iter(spec.inputs.values()))
     if not dtype.startswith("float"):
@@ -311,12 +322,7 @@ def prepare(x: np.ndarray, spec: ValidSpec, meta: dict[str, str], path: Path, we
     if data.get("source") == "digits" and x.max() > 1.5:
         typer.echo(f"warning: the model was trained on digits with pixel values 0..1 (the bundled images divided by "
                    f"16); {path} has values up to {x.max():g}", err=True)  # fmt: skip
-    try:
-        stats = {k: np.asarray(v, dtype=np.float32) for k, v in json.loads(meta.get("normalization") or "{}").items()}
-        return standardize(x, stats).astype(dtype)
-    except (ValueError, TypeError, KeyError) as e:
-        raise SpecError.at(None, f"the normalization stored in {weights} does not fit the inputs of shape "
-                           f"{list(x.shape[1:])} ({e})") from None  # fmt: skip
+    return standardize(x, contract.norm).astype(dtype)
 
 
 def _tokens(x: np.ndarray, spec: ValidSpec, dtype: str, path: Path) -> np.ndarray:
@@ -341,28 +347,12 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
     return e / e.sum(axis=-1, keepdims=True)
 
 
-def _stats(meta: dict[str, str], key: str) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v, dtype=np.float32) for k, v in json.loads(meta.get(key) or "{}").items()}
-
-
-def to_result(task: str, out: np.ndarray, meta: dict[str, str] | None = None) -> np.ndarray:
+def to_result(contract: RunContract, out: np.ndarray) -> np.ndarray:
     """What run reports and writes: probabilities for a classifier; for regression the outputs in the target's own
     units (out * std + mean, with the training targets' statistics when they were standardized); else the outputs."""
-    if task == "classify":
+    if contract.task == "classify":
         return _softmax(out.astype(np.float64)).astype(np.float32)
-    stats = _stats(meta or {}, "target_normalization")
-    if task == "regress" and stats:
-        std, mean = (stats[k].reshape(out.shape[1:]) if stats[k].size == prod(out.shape[1:]) else stats[k]
-                     for k in ("std", "mean"))  # fmt: skip
-        return (out * std + mean).astype(np.float32)
-    return out
-
-
-def class_names(meta: dict[str, str], out: np.ndarray) -> list[str]:
-    """The names of a classifier's classes, as training saved them (else their numbers)."""
-    names = json.loads(meta.get("class_names") or "[]")
-    width = out.shape[-1] if out.ndim else 0
-    return [str(n) for n in names] if len(names) == width else [str(k) for k in range(width)]
+    return (out * contract.target["std"] + contract.target["mean"]).astype(np.float32) if contract.target else out
 
 
 def _char(code: int) -> str:
@@ -393,19 +383,20 @@ FORMATTERS: dict[str, Callable[[int, np.ndarray, list[str]], tuple[str, dict[str
     "classify": _classify, "regress": _regress, "language": _language}  # fmt: skip
 
 
-def report(task: str, out: np.ndarray, as_json: bool, names: list[str]) -> None:
-    lines, records = zip(*(FORMATTERS[task](i, y, names) for i, y in enumerate(out)))
+def report(contract: RunContract, out: np.ndarray, as_json: bool) -> None:
+    names = list(contract.class_names)
+    lines, records = zip(*(FORMATTERS[contract.task](i, y, names) for i, y in enumerate(out)))
     typer.echo(json.dumps(list(records), indent=2) if as_json else "\n".join(lines))
 
 
-def _columns(task: str, spec: ValidSpec, out: np.ndarray, meta: dict[str, str]) -> list[str]:
+def _columns(contract: RunContract, spec: ValidSpec, out: np.ndarray) -> list[str]:
     """CSV header: the class names (class_<k> when they are numbers) for probabilities, the target's name for one
     regression value, else out_<k>."""
     width = prod(out.shape[1:])
     data = spec.values.get("data") or {}
-    if task == "classify" and out.ndim == 2:
-        return [n if n != str(k) else f"class_{k}" for k, n in enumerate(class_names(meta, out))]
-    if task == "regress" and width == 1 and data.get("source") == "csv" and data.get("target"):
+    if contract.task == "classify" and out.ndim == 2:
+        return [n if n != str(k) else f"class_{k}" for k, n in enumerate(contract.class_names)]
+    if contract.task == "regress" and width == 1 and data.get("source") == "csv" and data.get("target"):
         return [str(data["target"])]
     return [f"out_{k}" for k in range(width)]
 

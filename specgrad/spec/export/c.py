@@ -4,8 +4,8 @@ metadata (a task), the forward function computes what `specgrad run` computes, a
 the input, and its outputs are `logits` and `probabilities` (classify, language) or `prediction` (regress, in the
 target's units); without a task its one output is the model's own.
 
-Imports the public API (Tensor, TinyJit, Device), spec.builder/spec.validate and the ONNX export's RunContract (which
-imports onnx only when exporting); kernel sources come from the captured runners, never from driving codegen.
+Imports the public API (Tensor, TinyJit, Device), spec.builder, spec.contract and spec.validate; kernel sources come
+from the captured runners, never from driving codegen.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from specgrad.helpers import atomic_write
 from specgrad.realize import ExecItem
 from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, PARALLEL_GLOBAL
 from specgrad.spec.builder import Model
-from specgrad.spec.export.onnx import RunContract, contract_from_meta
+from specgrad.spec.contract import RunContract, contract_from_meta
 from specgrad.spec.validate import ValidSpec
 
 MAIN = """

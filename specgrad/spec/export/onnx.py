@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -22,74 +21,13 @@ import numpy as np
 from specgrad.helpers import atomic_write
 from specgrad.nn.state import get_state_dict
 from specgrad.spec.builder import Model
+from specgrad.spec.contract import RunContract, contract_from_meta
 from specgrad.spec.errors import SpecError
 from specgrad.spec.graph import Step
 from specgrad.spec.layers import ACTIVATIONS
 from specgrad.spec.validate import ValidSpec
 
 MIN_OPSET = 17  # NOTE: LayerNormalization arrived in opset 17
-TASKS = ("classify", "regress", "language")
-OUTPUTS = {"classify": ("logits", "probabilities"), "language": ("logits", "probabilities"), "regress": ("prediction",)}
-
-
-@dataclass(frozen=True)
-class RunContract:
-    """What `specgrad run` applies around the model, read from the weights' metadata: (x - mean) / std on a float
-    input before it, and after it the softmax probabilities (classify, language) or y * std + mean (regress)."""
-
-    task: str | None = None  # None: the model's own outputs, nothing around them
-    norm: dict[str, np.ndarray] = field(default_factory=dict)  # "mean", "std" as the input's shape; empty: none
-    target: dict[str, np.ndarray] = field(default_factory=dict)  # "mean", "std" as the output's shape; empty: none
-    class_names: tuple[str, ...] = ()
-
-    @property
-    def outputs(self) -> tuple[str, ...]:
-        return OUTPUTS[self.task] if self.task else ()
-
-
-def contract_from_meta(spec: ValidSpec, meta: dict[str, str] | None) -> RunContract:
-    """The contract in the metadata `specgrad train` writes (task, normalization, target_normalization, class_names);
-    a ValueError names a key that does not fit the spec's model."""
-    if not meta or not meta.get("task"):
-        return RunContract()
-    task = meta["task"]
-    if task not in TASKS:
-        raise ValueError(f"the weights' metadata names the task '{task}'; the exports know {', '.join(TASKS)}")
-    if len(spec.inputs) != 1 or len(spec.outputs) != 1:
-        raise ValueError(f"a {task} export needs one input and one output, but {spec.path} has inputs "
-                         f"{', '.join(spec.inputs)} and outputs {', '.join(spec.outputs)}")  # fmt: skip
-    ((in_shape, dtype),) = spec.inputs.values()
-    out_shape = spec.output_shape(spec.outputs[0])
-    norm = _stats(meta, "normalization", in_shape) if dtype.startswith("float") else {}  # NOTE: token ids stay ids
-    target = _stats(meta, "target_normalization", out_shape) if task == "regress" else {}
-    names: tuple[str, ...] = ()
-    if task == "classify":
-        names = tuple(_json(meta, "class_names", None) or (str(k) for k in range(out_shape[-1])))
-        if len(names) != out_shape[-1] or not all(isinstance(n, str) for n in names):
-            raise ValueError(f"the weights' class_names must be {out_shape[-1]} strings, one per output, got "
-                             f"{meta['class_names'][:80]}")  # fmt: skip
-    return RunContract(task, norm, target, names)
-
-
-def _json(meta: dict[str, str], key: str, default: Any) -> Any:
-    try:
-        return json.loads(meta[key]) if meta.get(key) else default
-    except json.JSONDecodeError as e:
-        raise ValueError(f"the weights' metadata '{key}' is not valid JSON ({e})") from None
-
-
-def _stats(meta: dict[str, str], key: str, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
-    """{"mean", "std"} from the metadata, each as float32 of `shape`; {} when the metadata has none."""
-    stats = _json(meta, key, {})
-    if not stats:
-        return {}
-    try:
-        return {
-            k: np.ascontiguousarray(np.broadcast_to(np.asarray(stats[k], np.float32), shape)) for k in ("mean", "std")
-        }
-    except (KeyError, ValueError, TypeError) as e:
-        raise ValueError(f"the weights' {key} ({meta[key][:80]}) does not fit the shape {list(shape)}: "
-                         f"{type(e).__name__} {e}") from None  # fmt: skip
 
 
 def export_onnx(spec: ValidSpec, model: Model, path: Path, opset: int = 17, meta: dict[str, str] | None = None) -> None:
