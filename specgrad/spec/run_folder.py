@@ -148,6 +148,15 @@ def read_resolved_spec(folder: Path) -> ValidSpec:
     return validate_file(folder / RESOLVED)
 
 
+def cleanup_partial_files(folder: Path) -> None:
+    """Temporary files a crash left behind while writing (complete files are renamed into place): atomic_write's
+    '.<name>.<random>' beside the run folder's own files, and nothing else."""
+    own = [*RUN_FILES, *(p.name for p in folder.glob("model.*"))]
+    temps = [t for name in own for t in folder.glob(f".{name}.*")]
+    for tmp in temps + list((folder / "checkpoints").glob(".*.safetensors.*")):
+        tmp.unlink(missing_ok=True)
+
+
 # *** metrics ***
 
 

@@ -34,9 +34,9 @@ from specgrad.spec.data import Dataset, batches, eval_batches, load_data
 from specgrad.spec.errors import SpecError
 from specgrad.spec.run_folder import (
     FINAL,
-    RUN_FILES,
     MetricsLog,
     checkpoints,
+    cleanup_partial_files,
     newest_checkpoint,
     prune,
     spec_hash,
@@ -431,15 +431,6 @@ def _deferred_interrupt() -> Iterator[Callable[[], bool]]:
         yield lambda: pressed[0]
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def cleanup_partial_files(folder: Path) -> None:
-    """Temporary files a crash left behind while writing (complete files are renamed into place): atomic_write's
-    '.<name>.<random>' beside the run folder's own files, and nothing else."""
-    own = [*RUN_FILES, *(p.name for p in folder.glob("model.*"))]
-    temps = [t for name in own for t in folder.glob(f".{name}.*")]
-    for tmp in temps + list((folder / "checkpoints").glob(".*.safetensors.*")):
-        tmp.unlink(missing_ok=True)
 
 
 def write_plot(folder: Path, records: list[dict[str, Any]], say: Callable[[str], None]) -> None:
