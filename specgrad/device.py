@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import signal
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -42,6 +43,30 @@ _DEVICE_FLAGS = {"CPU": CPU, "CLANG": CLANG, "GPU": GPU}
 
 class DeviceUnavailable(RuntimeError):
     """The environment cannot provide a device; the message says what is missing and how to install it."""
+
+
+class KernelBuildError(DeviceUnavailable):
+    """A kernel its device's compiler refused, crashed on, or built with a warning that it would compute wrong (an
+    ABI change); the message names the kernel and the device and says where its source was saved."""
+
+
+class BuildFailed(Exception):
+    """Raised by a compile function with the compiler's log; Compiler turns it into a KernelBuildError."""
+
+
+def abi_warning(log: str) -> bool:
+    """Whether a build log warns that a vector type changes the calling convention: gcc/clang's -Wpsabi, and PoCL's
+    'AVX vector return of type float16 without avx512f enabled changes the ABI'. A kernel built so can compute wrong
+    values (PoCL summed 8 of 16 lanes), so such a build counts as a failure."""
+    return "changes the ABI" in log or "-Wpsabi" in log
+
+
+def signal_name(number: int) -> str:
+    """SIGABRT for 6: how a crashed compiler's exit reads in an error."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 class DTypeUnavailable(DeviceUnavailable):
@@ -292,29 +317,33 @@ class DiskCache:
 
 @dataclass
 class Compiler:
-    """Source -> binary, cached on disk under the source and `identity` (compiler, flags, target)."""
+    """Source -> binary, cached on disk under the source and `identity` (compiler, flags, target). `compile` raises
+    BuildFailed with the compiler's log; `device` names the device and compiler in the error that makes."""
 
     namespace: str
     identity: str
     compile: Callable[[str], bytes]
+    device: str = ""
+    suffix: str = ".c"  # of a failed kernel's saved source
     cache: DiskCache = field(init=False)
 
     def __post_init__(self) -> None:
         self.cache = DiskCache(self.namespace)
 
-    def compile_cached(self, src: str) -> bytes:
-        return self.compile_many([src])[0]
+    def compile_cached(self, src: str, name: str = "kernel") -> bytes:
+        return self.compile_many([(name, src)])[0]
 
-    def compile_many(self, srcs: Iterable[str]) -> list[bytes]:
-        """The binary of each source, in order, counted and cached as compile_cached would. Sources missing from the
-        disk cache compile on up to COMPILE_JOBS threads (the compiler is a subprocess or releases the GIL), each as
-        soon as `srcs` yields it, so a generator can render the next meanwhile. A failure raises the first error."""
+    def compile_many(self, kernels: Iterable[tuple[str, str]]) -> list[bytes]:
+        """The binary of each (name, source), in order, counted and cached as compile_cached would. Sources missing
+        from the disk cache compile on up to COMPILE_JOBS threads (the compiler is a subprocess or releases the GIL),
+        each as soon as `kernels` yields it, so a generator can render the next meanwhile. A failure raises the first
+        error."""
         keys: list[str] = []
         libs: dict[str, bytes] = {}
         jobs: dict[str, Future[bytes]] = {}
         pool: ThreadPoolExecutor | None = None
         try:
-            for src in srcs:
+            for name, src in kernels:
                 keys.append(key := hashlib.sha256(f"{self.identity}\n{src}".encode()).hexdigest())
                 if key in libs or key in jobs:
                     continue
@@ -323,7 +352,7 @@ class Compiler:
                     continue
                 pool = pool or _compile_pool(self.namespace)
                 # NOTE: the job runs in a copy of the caller's context, so flags set with Context hold in its thread
-                jobs[key] = pool.submit(copy_context().run, self._build, key, src)
+                jobs[key] = pool.submit(copy_context().run, self._build, key, name, src)
             for key, job in jobs.items():
                 libs[key] = job.result()
                 GlobalCounters.compile_count += 1
@@ -336,11 +365,32 @@ class Compiler:
             GlobalCounters.cache_hits += len(keys) - len(jobs)
         return [libs[key] for key in keys]
 
-    def _build(self, key: str, src: str) -> bytes:
-        lib = self.compile(src)
+    def _build(self, key: str, name: str, src: str) -> bytes:
+        try:
+            lib = self.compile(src)
+        except BuildFailed as e:
+            raise KernelBuildError(self._failure(name, src, str(e))) from None
         if COMPILE_CACHE:
             self.cache.put(key, lib)
         return lib
+
+    def _failure(self, name: str, src: str, log: str) -> str:
+        """The error for a kernel that did not build; its source is saved for a bug report where that can be done."""
+        where = self.device or self.namespace
+        lines = log.strip().splitlines()
+        shown = "\n".join(lines[:40] + ([f"... ({len(lines) - 40} more lines)"] if len(lines) > 40 else []))
+        digest = hashlib.sha256(src.encode()).hexdigest()[:12]
+        path = Path(str(CACHEDIR.value)) / "failed" / f"{name}-{digest}{self.suffix}"
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            atomic_write(path, src.encode())
+            saved = f"its source is saved in {path}"
+        except OSError:
+            saved = "its source could not be saved"
+        return (
+            f"{where} could not build kernel {name}:\n{shown}\n{saved}; this is a bug in specgrad or the "
+            "compiler, not in your model: please report it, and meanwhile try another device (--device CPU)"
+        )
 
 
 def _compile_pool(namespace: str) -> ThreadPoolExecutor:
@@ -439,10 +489,10 @@ class Compiled:
         new = [ast for ast in dedup(asts) if (ast, opts) not in self.runners]
         programs: list[tuple[Program, str]] = []
 
-        def sources() -> Iterator[str]:  # NOTE: a generator, so each kernel compiles while the next is lowered
+        def sources() -> Iterator[tuple[str, str]]:  # NOTE: a generator: each kernel compiles while the next lowers
             for ast in new:
                 programs.append(self._lower(ast, opts))
-                yield programs[-1][1]
+                yield programs[-1][0].name, programs[-1][1]
 
         if new:
             libs = self.compiler.compile_many(sources())

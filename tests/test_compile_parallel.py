@@ -14,7 +14,7 @@ import pytest
 from conftest import device_problem
 
 from specgrad import Context, Device, Tensor
-from specgrad.device import Compiler, GlobalCounters
+from specgrad.device import BuildFailed, Compiler, GlobalCounters, KernelBuildError
 from specgrad.flags import CACHEDIR
 
 DATA = np.random.default_rng(0).standard_normal((4, 6)).astype(np.float32)
@@ -136,7 +136,7 @@ class FakeCompile:
                 self.barrier.wait()
             time.sleep(0.01)  # NOTE: long enough for a second job, when allowed, to overlap this one
             if src.startswith("bad"):
-                raise RuntimeError(f"cannot compile {src}")
+                raise BuildFailed(f"cannot compile {src}")
             return f"{src.upper()} in {CACHEDIR.value}".encode()
         finally:
             with self.lock:
@@ -145,6 +145,11 @@ class FakeCompile:
 
 def binary(src: str, cache: Path) -> bytes:
     return f"{src.upper()} in {cache}".encode()
+
+
+def named(srcs: list[str] | str) -> list[tuple[str, str]]:
+    """Sources as compile_many takes them: each with its kernel's name."""
+    return [(f"k_{src}", src) for src in srcs]
 
 
 @pytest.mark.parametrize("jobs", [0, 1, 3])
@@ -157,11 +162,11 @@ def test_compile_many_matches_compiling_one_by_one(jobs: int, tmp_path: Path) ->
         want = [one_by_one.compile_cached(src) for src in srcs]
         counters = (GlobalCounters.compile_count, GlobalCounters.cache_hits)
         GlobalCounters.reset()
-        assert many.compile_many(srcs) == want == [binary(src, tmp_path) for src in srcs]
+        assert many.compile_many(named(srcs)) == want == [binary(src, tmp_path) for src in srcs]
         assert (GlobalCounters.compile_count, GlobalCounters.cache_hits) == counters == (3, 1)
         assert sorted(fake.calls) == ["a", "b", "c"]
         GlobalCounters.reset()
-        assert many.compile_many(srcs) == want
+        assert many.compile_many(named(srcs)) == want
         assert (GlobalCounters.compile_count, GlobalCounters.cache_hits) == (0, 4)
         assert sorted(p.name for p in (tmp_path / "fake-seq").iterdir()) == sorted(
             p.name for p in (tmp_path / "fake-par").iterdir()
@@ -172,7 +177,7 @@ def test_compile_many_without_the_cache_compiles_each_source_once(tmp_path: Path
     compiler = Compiler("fake", "fake 1", FakeCompile())
     with Context(CACHEDIR=str(tmp_path), COMPILE_CACHE=0, COMPILE_JOBS=2):
         GlobalCounters.reset()
-        assert compiler.compile_many(["a", "b", "a"]) == [binary(s, tmp_path) for s in "aba"]
+        assert compiler.compile_many(named(["a", "b", "a"])) == [binary(s, tmp_path) for s in "aba"]
         assert (GlobalCounters.compile_count, GlobalCounters.cache_hits) == (2, 0)
     assert not (tmp_path / "fake").exists()
 
@@ -180,14 +185,18 @@ def test_compile_many_without_the_cache_compiles_each_source_once(tmp_path: Path
 def test_compile_jobs_1_compiles_one_at_a_time(tmp_path: Path) -> None:
     fake = FakeCompile()
     with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=1):
-        assert Compiler("fake", "fake 1", fake).compile_many(["a", "b", "c"]) == [binary(s, tmp_path) for s in "abc"]
+        assert Compiler("fake", "fake 1", fake).compile_many(named(["a", "b", "c"])) == [
+            binary(s, tmp_path) for s in "abc"
+        ]
     assert fake.calls == ["a", "b", "c"] and fake.most_at_once == 1
 
 
 def test_compile_jobs_compile_at_once_and_see_the_callers_flags(tmp_path: Path) -> None:
     fake = FakeCompile(wait=3)
     with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=3):
-        assert Compiler("fake", "fake 1", fake).compile_many(["a", "b", "c"]) == [binary(s, tmp_path) for s in "abc"]
+        assert Compiler("fake", "fake 1", fake).compile_many(named(["a", "b", "c"])) == [
+            binary(s, tmp_path) for s in "abc"
+        ]
     assert fake.most_at_once == 3
 
 
@@ -195,8 +204,8 @@ def test_compile_jobs_compile_at_once_and_see_the_callers_flags(tmp_path: Path) 
 def test_compile_failure_raises_the_first_error_and_keeps_earlier_binaries(jobs: int, tmp_path: Path) -> None:
     compiler = Compiler("fake", "fake 1", FakeCompile())
     with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=jobs):
-        with pytest.raises(RuntimeError, match="cannot compile bad1"):
-            compiler.compile_many(["a", "bad1", "b", "bad2"])
+        with pytest.raises(KernelBuildError, match="fake could not build kernel k_bad1:\ncannot compile bad1"):
+            compiler.compile_many(named(["a", "bad1", "b", "bad2"]))
         GlobalCounters.reset()
-        assert compiler.compile_many(["a"]) == [binary("a", tmp_path)]
+        assert compiler.compile_many(named(["a"])) == [binary("a", tmp_path)]
         assert (GlobalCounters.compile_count, GlobalCounters.cache_hits) == (0, 1)

@@ -13,13 +13,15 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from conftest import device_problem
 
-from specgrad import Device
-from specgrad.device import DeviceUnavailable
+from specgrad import Context, Device, Tensor
+from specgrad.device import BuildFailed, DeviceUnavailable, KernelBuildError
 from specgrad.runtime import ops_clang, ops_gpu
 from specgrad.runtime.ops_gpu import PROBE_WIDTHS, probe_expected, probe_inputs, probe_types, proven_width
 
@@ -111,6 +113,131 @@ def test_narrow_kernels_are_psabi_clean(clang: None) -> None:
         assert res.returncode == 0, res.stderr
 
 
+# *** CLANG: each width proven by probe kernels ***
+
+
+def probe_compiler(cc: str, target: str) -> tuple[str, object]:
+    if (path := shutil.which(cc)) is None:
+        pytest.skip(f"{cc} not installed")
+    flags = (*ops_clang.CFLAGS, *ops_clang.target_flags(target))
+    return f"{path} {flags} test-{os.getpid()}", lambda src: ops_clang.compile_c(path, flags, src)
+
+
+@x86_only
+@pytest.mark.parametrize("cc", ["gcc", "clang"])
+def test_probe_refuses_vectors_wider_than_the_target(cc: str, tmp_path: Path) -> None:
+    """What the target's macros say is only the ceiling: told the widest is 64 bytes on an AVX2 target (a CPU that
+    advertises more than its compiler enables), the 64-byte kernels warn of an ABI change and 32 bytes is used."""
+    identity, compile_fn = probe_compiler(cc, NARROW)
+    with Context(CACHEDIR=str(tmp_path)):
+        assert ops_clang.proven_vector_bytes(identity, compile_fn, 64) == 32
+        assert ops_clang.proven_vector_bytes(identity, compile_fn, 16) == 16
+
+
+@x86_only
+def test_probe_refuses_a_width_that_computes_wrong_or_crashes(tmp_path: Path) -> None:
+    identity, compile_fn = probe_compiler("cc", NARROW)
+
+    def half_sums(src: str) -> bytes:  # NOTE: PoCL's fault, in C: a 32-byte vector's sum adds only its first half
+        return compile_fn(src.replace("lo4 = lo4 + hi4;", "lo4 = lo4 + lo4 * 0;") if "sg_float8" in src else src)
+
+    def crashes(src: str) -> bytes:
+        return compile_fn(src.replace("{", "{ *(volatile int*)0 = 0;", 1) if "sg_double4" in src else src)
+
+    with Context(CACHEDIR=str(tmp_path)):
+        assert ops_clang.proven_vector_bytes(identity + " half", half_sums, 32) == 16
+        assert ops_clang.proven_vector_bytes(identity + " crash", crashes, 32) == 16
+        assert ops_clang.proven_vector_bytes(identity + " crash", crashes, 32) == 16, "the verdict is cached"
+    assert any((tmp_path / "clang-widths").iterdir())
+
+
+def test_probe_kernels_use_the_width_they_prove(clang: None) -> None:
+    """A probe that rendered scalar kernels would prove nothing: each one has the width's vector type."""
+    for width in (16, 32, 64):
+        for prg, src in ops_clang.probe_sources(width):
+            dtype = prg.buffers[0][1]
+            assert f"sg_{'float' if dtype.itemsize == 4 else 'double'}{width // dtype.itemsize} " in src
+
+
+# *** a kernel that does not build: an error naming it and its device ***
+
+
+@pytest.mark.parametrize("dev_name", ["CLANG", "GPU"])
+def test_kernel_that_does_not_build_names_itself_and_the_device(
+    dev_name: str, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    if (problem := device_problem(dev_name)) is not None:
+        pytest.skip(problem)
+    dev = Device[dev_name]
+    monkeypatch.setattr(dev, "runners", {})
+    render = dev.render
+    monkeypatch.setattr(dev, "render", lambda prg: render(prg).replace("{", "{ this is not C;", 1))
+    with Context(CACHEDIR=str(tmp_path), COMPILE_CACHE=0):
+        with pytest.raises(KernelBuildError) as e:
+            (Tensor([1.0, 2.0], device=dev_name) * 3).realize()
+    msg = str(e.value)
+    assert f"the {dev_name} device (" in msg and "could not build kernel E_2" in msg and "error" in msg, msg
+    saved = next((tmp_path / "failed").iterdir())
+    assert saved.name.startswith("E_2-") and "this is not C" in saved.read_text()
+    assert saved.suffix == (".c" if dev_name == "CLANG" else ".cl")
+    assert isinstance(e.value, DeviceUnavailable), "the CLI reports it as a device problem (exit 3), no traceback"
+
+
+@x86_only
+def test_c_build_with_an_abi_warning_is_a_failure() -> None:
+    """A vector wider than the target's registers is passed in memory, not registers: gcc only warns (-Wpsabi)."""
+    if (gcc := shutil.which("gcc")) is None:
+        pytest.skip("gcc not installed")
+    src = ("typedef float v16 __attribute__((vector_size(64)));\n"
+           "v16 twice(v16 a) { return a + a; }\n")  # fmt: skip
+    flags = (*ops_clang.CFLAGS, *ops_clang.target_flags(NARROW))
+    with pytest.raises(BuildFailed, match="changes the ABI"):
+        ops_clang.compile_c(gcc, flags, src)
+    assert ops_clang.compile_c(gcc, (*ops_clang.CFLAGS, *ops_clang.target_flags("native")), src)
+
+
+class FakeProgram:
+    """pyopencl's Program as compile_cl uses it: a build sleeps a little and counts how many run at once; its log is
+    the class's `log`. Each test uses a subclass of its own (fake_program)."""
+
+    log, active, most = "", 0, 0
+
+    def __init__(self, context: object, src: str) -> None:
+        pass
+
+    def build(self) -> FakeProgram:
+        cls = type(self)
+        cls.active += 1
+        cls.most = max(cls.most, cls.active)
+        time.sleep(0.02)
+        cls.active -= 1
+        return self
+
+    def get_build_info(self, device: object, what: object) -> str:
+        return type(self).log
+
+    def get_info(self, what: object) -> list[bytes]:
+        return [b"binary"]
+
+
+def fake_program(monkeypatch: pytest.MonkeyPatch) -> tuple[type[FakeProgram], SimpleNamespace]:
+    if ops_gpu.cl is None:
+        pytest.skip("pyopencl not installed")
+    program = type("Program", (FakeProgram,), {})
+    monkeypatch.setattr(ops_gpu.cl, "Program", program)
+    return program, SimpleNamespace(context=None, device=None, name="fake", build_lock=threading.Lock())
+
+
+def test_opencl_build_with_an_abi_warning_is_a_failure(monkeypatch: pytest.MonkeyPatch) -> None:
+    """PoCL built float16 for a target without avx512f with only a warning in its log, and summed 8 of 16 lanes."""
+    program, ctx = fake_program(monkeypatch)
+    program.log = "warning: AVX vector return of type 'float16' without 'avx512f' enabled changes the ABI"
+    with pytest.raises(BuildFailed, match="CL_VECTOR_WIDTH=4"):
+        ops_gpu.compile_cl(ctx, "__kernel void k() {}")
+    program.log = "warning: something harmless"
+    assert ops_gpu.compile_cl(ctx, "__kernel void k() {}") == b"binary"
+
+
 # *** GPU: each width proven by a probe kernel ***
 
 
@@ -192,26 +319,7 @@ print(Device["GPU"].opts.vector_bytes, bt.grad.numpy().tolist())
 
 def test_opencl_builds_run_one_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """PoCL crashed (SIGSEGV) building programs on several compile threads at once: builds take the context's lock."""
-    if ops_gpu.cl is None:
-        pytest.skip("pyopencl not installed")
-    active, most = [0], [0]
-
-    class Program:
-        def __init__(self, context: object, src: str) -> None:
-            pass
-
-        def build(self) -> Program:
-            active[0] += 1
-            most[0] = max(most[0], active[0])
-            time.sleep(0.02)
-            active[0] -= 1
-            return self
-
-        def get_info(self, what: object) -> list[bytes]:
-            return [b"binary"]
-
-    monkeypatch.setattr(ops_gpu.cl, "Program", Program)
-    ctx = SimpleNamespace(context=None, name="fake", build_lock=threading.Lock())
+    program, ctx = fake_program(monkeypatch)
     with ThreadPoolExecutor(4) as pool:
         assert list(pool.map(lambda src: ops_gpu.compile_cl(ctx, src), ["a", "b", "c", "d"])) == [b"binary"] * 4
-    assert most[0] == 1
+    assert program.most == 1

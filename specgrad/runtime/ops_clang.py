@@ -7,19 +7,38 @@ from __future__ import annotations
 import ctypes
 import functools
 import hashlib
+import json
 import os
 import platform
 import shutil
 import subprocess
+import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from specgrad.codegen.linearizer import LinearizerOptions, Program
-from specgrad.device import Compiled, Compiler, DeviceUnavailable, HostAllocator, timed
+import numpy as np
+
+from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
+from specgrad.device import (
+    BuildFailed,
+    Compiled,
+    Compiler,
+    DeviceUnavailable,
+    DiskCache,
+    HostAllocator,
+    KernelBuildError,
+    abi_warning,
+    signal_name,
+    timed,
+)
+from specgrad.dtype import DType, dtypes
 from specgrad.flags import CC, CPU_TARGET, DEBUG, THREADS
-from specgrad.helpers import cores
+from specgrad.helpers import cores, prod
+from specgrad.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from specgrad.renderer.cstyle import C_DIALECT, render
+from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import Variable, sym_infer
 
 # NOTE: no -ffast-math: it lets the compiler assume there is no inf or nan, and results for them must stay correct.
@@ -97,12 +116,22 @@ def check_target(path: str, target: str) -> frozenset[str]:
 
 
 def compile_c(path: str, flags: tuple[str, ...], src: str) -> bytes:
+    """The shared object of `src`; BuildFailed with the compiler's messages if it fails, crashes or warns of an ABI
+    change (a vector wider than the target's registers)."""
     with tempfile.TemporaryDirectory(prefix="specgrad-cc-") as tmp:
         out = Path(tmp) / "kernel.so"
-        res = subprocess.run([path, *flags, "-x", "c", "-", "-o", str(out), "-lm"], input=src, capture_output=True,
-                             text=True)  # fmt: skip
+        try:
+            res = subprocess.run([path, *flags, "-x", "c", "-", "-o", str(out), "-lm"], input=src,
+                                 capture_output=True, text=True)  # fmt: skip
+        except OSError as e:
+            raise BuildFailed(f"{path} did not start: {e}") from None
+        if res.returncode < 0:
+            raise BuildFailed(f"{path} crashed ({signal_name(-res.returncode)}):\n{res.stderr}")
         if res.returncode != 0:
-            raise RuntimeError(f"{path} failed to compile a kernel:\n{res.stderr}\n--- source ---\n{src}")
+            raise BuildFailed(f"{path} exited with status {res.returncode}:\n{res.stderr}")
+        if abi_warning(res.stderr):
+            raise BuildFailed(f"{path} warns that a vector type changes the ABI for -march of {' '.join(flags)}; "
+                              f"the kernel could compute wrong values:\n{res.stderr}")  # fmt: skip
         return out.read_bytes()
 
 
@@ -242,21 +271,145 @@ class ClangProgram:
         return timed(lambda: self.fn(*args))
 
 
+# *** vector widths, proven ***
+# The target's macros say which registers it has; that a kernel of that width compiles without an ABI warning and
+# computes right is checked, not assumed: probe kernels (the vector shapes the renderer emits) are
+# built as the device builds them for each width up to the target's and run in a child process (a SIGILL or a crash
+# costs only the child) against the CPU device's interpreter. The widest width that passes, with every narrower one,
+# is used (0: scalar kernels); the verdict is cached under the compiler, its flags, the CPU and the probe's sources.
+
+PROBE_SHAPE = (8, 64)
+PROBE_CHILD = r"""
+import ctypes, json, sys
+for job in json.loads(sys.stdin.read()):
+    data = [bytearray(open(path, "rb").read()) for path in job["bufs"]]
+    fn = getattr(ctypes.CDLL(job["lib"]), job["name"])
+    fn.restype = None
+    fn(*[ctypes.c_void_p(ctypes.addressof((ctypes.c_char * len(d)).from_buffer(d))) for d in data])
+    open(job["bufs"][0], "wb").write(data[0])
+    print(job["name"], flush=True)
+"""
+
+
+def probe_asts() -> list[LazyOp]:
+    """Kernels that exercise what a vector width changes: vector loads and stores, a division, max, the vector math
+    functions, a comparison and select, horizontal sums and maxes, in float and double (the dtypes with vector forms)."""
+    st, out_row = ShapeTracker.from_shape(PROBE_SHAPE), ShapeTracker.from_shape((PROBE_SHAPE[0], 1))
+
+    def load(dtype: DType) -> LazyOp:
+        return LazyOp(BufferOps.LOAD, (), MemBuffer(1, dtype, st))
+
+    def const(v: float, dtype: DType) -> LazyOp:
+        return LazyOp(BufferOps.CONST, (), ConstBuffer(v, dtype, ShapeTracker.from_shape((1, 1)).expand(PROBE_SHAPE)))
+
+    def alu(op: Any, *srcs: LazyOp) -> LazyOp:
+        return LazyOp(op, srcs)
+
+    def store(x: LazyOp, dtype: DType, at: ShapeTracker = st) -> LazyOp:
+        return LazyOp(BufferOps.STORE, (x,), MemBuffer(0, dtype, at))
+
+    ret = []
+    for dtype in (dtypes.float32, dtypes.float64):
+        x, one = load(dtype), const(1.0, dtype)
+        r = alu(UnaryOps.RECIP, alu(BinaryOps.ADD, alu(BinaryOps.MUL, x, x), one))
+        math = alu(BinaryOps.ADD, alu(BinaryOps.ADD, alu(UnaryOps.EXP2, r), alu(UnaryOps.LOG2, r)),
+                   alu(BinaryOps.ADD, alu(UnaryOps.SQRT, r), alu(UnaryOps.SIN, x)))  # fmt: skip
+        negative = alu(BinaryOps.CMPLT, x, const(0.0, dtype))
+        ret.append(
+            store(alu(TernaryOps.WHERE, negative, math, alu(BinaryOps.MAX, alu(BinaryOps.DIV, one, r), x)), dtype)
+        )
+        ret.append(store(LazyOp(ReduceOps.SUM, (alu(BinaryOps.MUL, x, x),), out_row.shape), dtype, out_row))
+        ret.append(store(LazyOp(ReduceOps.MAX, (x,), out_row.shape), dtype, out_row))
+    return ret
+
+
+def probe_input(dtype: DType) -> np.ndarray:
+    """Small integers, so every lane matters to a sum and the sums are exact."""
+    return ((np.arange(prod(PROBE_SHAPE)) * 7) % 17 - 8).astype(dtype.np)
+
+
+def probe_sources(vector_bytes: int) -> list[tuple[Program, str]]:
+    opts = LinearizerOptions(optimize=True, vector_bytes=vector_bytes)
+    return [(prg := linearize(ast, opts), render(prg, C_DIALECT)) for ast in probe_asts()]
+
+
+def is_probe_right(compile_fn: Callable[[str], bytes], vector_bytes: int) -> bool:
+    """Whether the probe kernels at this width build cleanly and compute what the CPU device's interpreter does."""
+    from specgrad.runtime.ops_cpu import FXN_FOR_OP, to_runner  # NOTE: the reference, needed only here
+
+    with tempfile.TemporaryDirectory(prefix="specgrad-probe-") as tmp:
+        jobs, want = [], []
+        for i, (ast, (prg, src)) in enumerate(zip(probe_asts(), probe_sources(vector_bytes))):
+            try:
+                lib = compile_fn(src)
+            except BuildFailed as e:
+                if DEBUG >= 1:
+                    print(f"CLANG device: {vector_bytes}-byte vectors fail to build: {e}")
+                return False
+            x = probe_input(next(m.arg.dtype for m in ast.lazyops() if m.op is BufferOps.LOAD))
+            out = np.zeros(prod(ast.arg.st.shape), dtype=ast.arg.dtype.np)
+            reference = [out.copy().view(np.uint8), x.view(np.uint8)]
+            to_runner(ast, FXN_FOR_OP)(reference, {}, False)
+            want.append(reference[0].view(out.dtype))
+            paths = [Path(tmp) / f"{i}.{j}.bin" for j in range(2)]
+            for path, a in zip(paths, (out, x)):
+                path.write_bytes(a.tobytes())
+            (lib_path := Path(tmp) / f"{i}.so").write_bytes(lib)
+            jobs.append({"lib": str(lib_path), "name": prg.name, "bufs": [str(p) for p in paths]})
+        try:
+            res = subprocess.run([sys.executable, "-c", PROBE_CHILD], input=json.dumps(jobs), capture_output=True,
+                                 text=True, timeout=120)  # fmt: skip
+        except (OSError, subprocess.SubprocessError) as e:
+            raise DeviceUnavailable(f"the CLANG device's vector probe did not run: {e}") from None
+        if res.returncode != 0:
+            if DEBUG >= 1:
+                print(
+                    f"CLANG device: {vector_bytes}-byte vector kernels crashed ({res.returncode}): {res.stderr[-500:]}"
+                )
+            return False
+        for job, expected in zip(jobs, want):
+            got = np.frombuffer(Path(job["bufs"][0]).read_bytes(), dtype=expected.dtype)
+            if not np.allclose(got, expected, rtol=1e-5, atol=1e-6, equal_nan=True):
+                if DEBUG >= 1:
+                    print(f"CLANG device: {vector_bytes}-byte vectors compute {job['name']} wrong")
+                return False
+    return True
+
+
+def proven_vector_bytes(identity: str, compile_fn: Callable[[str], bytes], widest: int) -> int:
+    """The widest vector width up to `widest` bytes whose probe, and every narrower one's, passes; else 0."""
+    widths = [w for w in (16, 32, 64) if w <= widest]
+    key_src = f"{identity}\n{widths}\n" + "\n".join(src for w in widths for _, src in probe_sources(w))
+    cache, key = DiskCache("clang-widths"), hashlib.sha256(key_src.encode()).hexdigest()
+    if (cached := cache.get(key)) is not None:
+        return int(cached)
+    ret = 0
+    for width in widths:
+        if not is_probe_right(compile_fn, width):
+            break
+        ret = width
+    cache.put(key, str(ret).encode())
+    return ret
+
+
 def ClangDevice() -> Compiled:
     path, target = find_compiler(), str(CPU_TARGET.value)
     version, flags = compiler_version(path), (*CFLAGS, *target_flags(target))
-    vector_bytes = target_vector_bytes(check_target(path, target))
-    compiler = Compiler("clang", f"{path} {version} {' '.join(flags)} {cpu_identity()}",
-                        functools.partial(compile_c, path, flags))  # fmt: skip
+    identity, compile_fn = (
+        f"{path} {version} {' '.join(flags)} {cpu_identity()}",
+        functools.partial(compile_c, path, flags),
+    )
+    vector_bytes = proven_vector_bytes(identity, compile_fn, target_vector_bytes(check_target(path, target)))
+    compiler = Compiler("clang", identity, compile_fn, f"the CLANG device ({version}, -march={target})", ".c")
     try:
-        pool_lib = compiler.compile_cached(POOL_SRC)  # NOTE: also the probe that the compiler builds shared objects
-    except RuntimeError as e:
+        pool_lib = compiler.compile_cached(POOL_SRC, "thread_pool")  # NOTE: also proves it builds shared objects
+    except KernelBuildError as e:
         raise DeviceUnavailable(f"the C compiler {path} cannot build shared objects ({e}): {INSTALL_HINT}") from None
     pool = ThreadPool(pool_lib) if max(thread_count(), cores()) > 1 else None
     if DEBUG >= 1:
         print(
-            f"CLANG device: compiling with {version} ({path}) for -march={target} ({vector_bytes}-byte vectors), "
-            f"{pool.threads if pool else 1} thread(s)"
+            f"CLANG device: compiling with {version} ({path}) for -march={target} ({vector_bytes}-byte vectors, "
+            f"proven by probe kernels), {pool.threads if pool else 1} thread(s)"
         )
     opts = LinearizerOptions(optimize=True, vector_bytes=vector_bytes, threads=pool is not None)
     return Compiled("CLANG", HostAllocator(), opts, lambda prg: render(prg, C_DIALECT), compiler,

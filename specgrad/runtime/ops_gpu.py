@@ -16,7 +16,16 @@ from typing import Any
 import numpy as np
 
 from specgrad.codegen.linearizer import LinearizerOptions, Program
-from specgrad.device import Compiled, Compiler, DeviceUnavailable, DiskCache, LRUAllocator, sizes_with
+from specgrad.device import (
+    BuildFailed,
+    Compiled,
+    Compiler,
+    DeviceUnavailable,
+    DiskCache,
+    LRUAllocator,
+    abi_warning,
+    sizes_with,
+)
 from specgrad.dtype import DType, dtypes
 from specgrad.flags import CL_VECTOR_WIDTH, DEBUG
 from specgrad.renderer.cstyle import OPENCL_DIALECT, render
@@ -83,11 +92,16 @@ class CLAllocator(LRUAllocator):
 
 
 def compile_cl(ctx: CLContext, src: str) -> bytes:
+    """The program binary of `src`; BuildFailed with the build log if it fails or warns of an ABI change."""
     with ctx.build_lock:
         try:
             prog = cl.Program(ctx.context, src).build()
-        except cl.RuntimeError as e:
-            raise RuntimeError(f"OpenCL failed to build a kernel on {ctx.name}:\n{e}\n--- source ---\n{src}") from None
+        except cl.Error as e:
+            raise BuildFailed(str(e)) from None
+        log = prog.get_build_info(ctx.device, cl.program_build_info.LOG) or ""
+        if abi_warning(log):
+            raise BuildFailed(f"the OpenCL compiler warns that a vector type changes the ABI; the kernel could compute "
+                              f"wrong values (CL_VECTOR_WIDTH=4 forces narrower vectors):\n{log}")  # fmt: skip
         return prog.get_info(cl.program_info.BINARIES)[0]
 
 
@@ -143,7 +157,11 @@ mf = cl.mem_flags
 for probe in job["probes"]:
     try:
         program = cl.Program(context, probe["src"]).build()
+        # NOTE: device.abi_warning's rule (this child imports only numpy and pyopencl)
+        built = "changes the ABI" not in (program.get_build_info(device, cl.program_build_info.LOG) or "")
     except cl.Error:
+        built = False
+    if not built:
         print(json.dumps([probe["width"], None]), flush=True)
         break
     results = {}
@@ -273,7 +291,8 @@ def vector_width(ctx: CLContext) -> int:
 
 def GPUDevice() -> Compiled:
     ctx = CLContext()
-    compiler = Compiler("opencl", ctx.identity, functools.partial(compile_cl, ctx))
+    build = functools.partial(compile_cl, ctx)
+    compiler = Compiler("opencl", ctx.identity, build, f"the GPU device (OpenCL on {ctx.name})", ".cl")
     width = vector_width(ctx)
     if DEBUG >= 1:
         print(f"GPU device: OpenCL on {ctx.name}, float{width} vectors (proven by a probe kernel; the device prefers "
