@@ -37,6 +37,7 @@ DEVICE_TABLE: dict[str, tuple[str, str]] = {
     "CLANG": ("specgrad.runtime.ops_clang", "ClangDevice"),
     "GPU": ("specgrad.runtime.ops_gpu", "GPUDevice"),
     "CPU": ("specgrad.runtime.ops_cpu", "CPUDevice"),
+    "DISK": ("specgrad.runtime.ops_disk", "DiskDevice"),  # NOTE: named with its file, "DISK:/path"; computes nothing
 }
 _DEVICE_FLAGS = {"CPU": CPU, "CLANG": CLANG, "GPU": GPU}
 
@@ -86,18 +87,20 @@ class _DeviceRegistry:
 
     @staticmethod
     def canonicalize(name: str) -> str:
-        ret = name.split(":")[0].upper()
+        ret, _, path = name.partition(":")
+        ret = ret.upper()
         if ret not in DEVICE_TABLE:
             raise DeviceUnavailable(f"unknown device {name!r}; known devices: {', '.join(DEVICE_TABLE)}")
-        return ret
+        return f"{ret}:{Path(path).absolute()}" if ret == "DISK" and path else ret
 
     def __getitem__(self, name: str) -> Interpreted | Compiled:
         return self._open(self.canonicalize(name))
 
     @functools.cache  # noqa: B019 (one registry per process)
     def _open(self, name: str) -> Interpreted | Compiled:
-        module, factory = DEVICE_TABLE[name]
-        return getattr(importlib.import_module(module), factory)()
+        kind, _, path = name.partition(":")
+        module, factory = DEVICE_TABLE[kind]
+        return getattr(importlib.import_module(module), factory)(*([path] if path else []))
 
     def is_available(self, name: str) -> bool:
         try:

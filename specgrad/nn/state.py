@@ -1,20 +1,26 @@
 """Model state: finding a model's tensors by attribute path, loading a state into them, safetensors files.
 
 A model is a plain Python object; its state is every Tensor reachable through attributes, lists, tuples and dicts,
-named by the path to it ("layers.0.weight"). Imports tensor; files go through the safetensors library.
+named by the path to it ("layers.0.weight"). Files are written through the safetensors library and read by the parser
+here, which checks the whole header before any tensor is made, over the file mapped on the DISK device. Imports device,
+dtype, helpers, lazy, ops and tensor.
 """
 
 from __future__ import annotations
 
+import json
 import os
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from safetensors import SafetensorError, safe_open
-from safetensors.numpy import load, save
+from safetensors.numpy import save
 
-from specgrad.helpers import atomic_write
+from specgrad.device import Buffer, Device
+from specgrad.dtype import DType, dtypes
+from specgrad.helpers import atomic_write, prod
+from specgrad.lazy import LazyBuffer
+from specgrad.ops import LoadOps
 from specgrad.tensor import Tensor
 
 
@@ -60,17 +66,138 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dic
 
 def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]:
     """The text metadata stored in a safetensors file's header."""
-    try:
-        with safe_open(str(path), framework="numpy") as f:
-            return dict(f.metadata() or {})
-    except (SafetensorError, OSError) as e:
-        raise ValueError(f"{path} is not a valid safetensors file: {e}") from None
+    return _read_safetensors(path)[2]
 
 
 def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, Tensor]:
-    """Read a safetensors file (written by specgrad, the safetensors library or PyTorch) into Tensors."""
+    """Read a safetensors file (written by specgrad, the safetensors library or PyTorch) into Tensors on `device`.
+    With device="disk" they stay in the file (mapped read-only): nothing is read until a tensor is copied."""
+    disk_device, entries, _ = _read_safetensors(path)
+    target = Device.canonicalize(device) if device is not None else Device.DEFAULT
+    if target.startswith("DISK") and target not in ("DISK", disk_device):
+        raise ValueError(f"safe_load gives the tensors of {path} on its own disk device {disk_device}, not {target}")
+    if target.startswith("DISK"):
+        return entries
+    ret = {k: t.to(target) for k, t in entries.items()}
+    Tensor.corealize(list(ret.values()))
+    return ret
+
+
+# *** reading safetensors: 8 bytes of header length (little-endian), a JSON header, then the tensors' bytes ***
+
+SAFETENSORS_DTYPES: dict[str, DType] = {
+    "BOOL": dtypes.bool, "U8": dtypes.uint8, "I8": dtypes.int8, "I16": dtypes.int16, "U16": dtypes.uint16,
+    "I32": dtypes.int32, "U32": dtypes.uint32, "I64": dtypes.int64, "U64": dtypes.uint64,
+    "F16": dtypes.float16, "F32": dtypes.float32, "F64": dtypes.float64,
+}  # fmt: skip
+MAX_HEADER = 100_000_000  # bytes; the safetensors library's own limit
+MAX_DIMS = 64  # numpy's limit
+
+
+@dataclass(frozen=True)
+class SafeEntry:
+    """One tensor of a safetensors header; `begin` and `end` are byte offsets into the data after the header."""
+
+    name: str
+    dtype: DType
+    shape: tuple[int, ...]
+    begin: int
+    end: int
+
+
+def _read_safetensors(path: str | os.PathLike) -> tuple[str, dict[str, Tensor], dict[str, str]]:
+    """The file's disk device, its tensors on it (in file order) and its metadata. Every problem is one ValueError
+    naming the file, raised before any tensor is made; nothing is read beyond the header."""
+    device = Device.canonicalize(f"disk:{os.fspath(path)}")
+    allocator: Any = Device[device].allocator
+    data = allocator.open()
+    start, entries, metadata = parse_safetensors_header(allocator.path, data)
+
+    def on_disk(e: SafeEntry) -> Tensor:
+        region = allocator.region(data, start + e.begin, e.end - e.begin)
+        lb = LazyBuffer.loadop(LoadOps.EMPTY, e.shape, e.dtype, device)
+        lb.realized = Buffer(device, prod(e.shape), e.dtype, opaque=region)
+        return Tensor(lb, device=device)
+
+    return device, {e.name: on_disk(e) for e in entries}, metadata
+
+
+def parse_safetensors_header(path: str, data: np.ndarray) -> tuple[int, list[SafeEntry], dict[str, str]]:
+    """Where the data starts, the entries (sorted by offset) and the metadata of a safetensors file's bytes, checked
+    as the safetensors library checks them: the header fits in the file, every dtype and shape is valid, and the
+    tensors tile the data exactly (no gap, no overlap, nothing past the end or after it). Duplicate names are refused
+    too (the library keeps the last)."""
+
+    def bad(what: str) -> ValueError:
+        return ValueError(f"{path} is not a valid safetensors file: {what}")
+
+    if data.size < 8:
+        raise bad(f"it has {data.size} bytes, fewer than the 8 that give the header's length")
+    n = int.from_bytes(bytes(data[:8]), "little")
+    if n > MAX_HEADER:
+        raise bad(f"its header length {n} is more than the {MAX_HEADER} bytes safetensors allows")
+    if 8 + n > data.size:
+        raise bad(f"its header length {n} runs past the end of the file ({data.size} bytes)")
     try:
-        arrays = load(Path(path).read_bytes())
-    except SafetensorError as e:
-        raise ValueError(f"{path} is not a valid safetensors file: {e}") from None
-    return {k: Tensor(v, device=device) for k, v in arrays.items()}
+        header = json.loads(bytes(data[8 : 8 + n]).decode("utf-8"), object_pairs_hook=_unique_keys)
+    except (ValueError, RecursionError) as e:
+        raise bad(f"its header is not valid JSON: {e}") from None
+    if not isinstance(header, dict):
+        raise bad(f"its header is a JSON {type(header).__name__}, not an object")
+    metadata = header.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        raise bad("its __metadata__ is not an object of strings")
+    size = data.size - 8 - n
+    entries = sorted((_entry(bad, name, info, size) for name, info in header.items()), key=lambda e: (e.begin, e.end))
+    pos = 0
+    for e in entries:
+        if e.begin != pos:
+            where = "overlaps the tensor before it" if e.begin < pos else f"leaves bytes [{pos}, {e.begin}) unused"
+            raise bad(f"tensor {e.name!r} at data bytes [{e.begin}, {e.end}) {where}")
+        pos = e.end
+    if pos != size:
+        raise bad(f"its tensors end at data byte {pos}, but {size - pos} more bytes follow them")
+    return 8 + n, entries, metadata
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    ret: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in ret:
+            raise ValueError(f"duplicate key {k!r}")
+        ret[k] = v
+    return ret
+
+
+def _short(x: Any) -> str:
+    """repr(x), cut to 80 characters: a hostile header's values can be megabytes long."""
+    text = repr(x)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _is_sizes(x: Any) -> bool:
+    return isinstance(x, list) and all(type(v) is int and v >= 0 for v in x)
+
+
+def _entry(bad: Any, key: str, info: Any, size: int) -> SafeEntry:
+    """One header entry, checked against the `size` bytes of data that follow the header."""
+    name = _short(key)
+    if not isinstance(info, dict) or not {"dtype", "shape", "data_offsets"} <= info.keys():
+        raise bad(f"tensor {name} needs dtype, shape and data_offsets")
+    dtype, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+    if not isinstance(dtype, str) or dtype not in SAFETENSORS_DTYPES:
+        raise bad(f"tensor {name} has dtype {_short(dtype)}, which specgrad cannot load (it loads "
+                  f"{', '.join(SAFETENSORS_DTYPES)})")  # fmt: skip
+    if not _is_sizes(shape) or len(shape) > MAX_DIMS:
+        raise bad(f"tensor {name} has shape {_short(shape)}, not a list of at most {MAX_DIMS} sizes")
+    if not _is_sizes(offsets) or len(offsets) != 2 or offsets[0] > offsets[1]:
+        raise bad(f"tensor {name} has data_offsets {_short(offsets)}, not [begin, end] with begin <= end")
+    begin, end = offsets
+    if end > size:
+        raise bad(f"tensor {name} ends at data byte {end}, past the end of the file ({size} bytes of data): is the "
+                  "file truncated?")  # fmt: skip
+    nbytes = prod(shape) * SAFETENSORS_DTYPES[dtype].itemsize
+    if end - begin != nbytes:
+        raise bad(f"tensor {name} of shape {tuple(shape)} and dtype {dtype} needs {nbytes} bytes, its data_offsets "
+                  f"give {end - begin}")  # fmt: skip
+    return SafeEntry(key, SAFETENSORS_DTYPES[dtype], tuple(shape), begin, end)
