@@ -260,6 +260,15 @@ def test_negative_literals_are_parenthesized(dialect: CDialect) -> None:
     assert render_const(float("nan"), dtypes.float32, dialect) == "NAN"
 
 
+@pytest.mark.parametrize("dialect", [C_DIALECT, OPENCL_DIALECT], ids=lambda d: d.name)
+def test_dialect_table_names_every_dtype(dialect: CDialect) -> None:
+    # NOTE: a dtype missing from a dialect's table would only fail deep in rendering, on the first kernel using it
+    every = set(dtypes.fields().values())
+    floats = {dt for dt in every if dtypes.is_float(dt)}
+    assert every <= set(dialect.type_names), f"{dialect.name}: no type name for {every - set(dialect.type_names)}"
+    assert floats <= set(dialect.math_suffix), f"{dialect.name}: no math suffix for {floats - set(dialect.math_suffix)}"
+
+
 def test_minus_a_negative_constant_compiles(device: str) -> None:
     x = np.array([1.0, -2.0, 0.5], np.float32)
     np.testing.assert_array_equal((Tensor(x, device=device) - (-1.5)).numpy(), x + 1.5)

@@ -1,4 +1,5 @@
-"""One C-style renderer for a linearized Program; the C (clang/cc) and OpenCL C dialects are data (CDialect).
+"""One C-style renderer for a linearized Program. All that C (clang/cc) and OpenCL C print differently is one table
+per dialect, C_DIALECT and OPENCL_DIALECT (a CDialect each); the renderer reads the table, never the dialect's name.
 
 Nothing from a user reaches the source: buffers are data0.., shape variables var0.., values alu0.., and numbers are
 printed exactly (hex floats, INFINITY, NAN). Imports dtype, ops, shape and codegen.
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -18,14 +19,8 @@ from specgrad.dtype import DType, dtypes
 from specgrad.ops import BinaryOps, TernaryOps, UnaryOps
 from specgrad.shape.symbolic import AndNode, DivNode, LtNode, ModNode, MulNode, Node, NumNode, SumNode, Variable
 
-_INT_NAMES = {
-    dtypes.int8: "char", dtypes.uint8: "unsigned char", dtypes.int16: "short", dtypes.uint16: "unsigned short",
-    dtypes.int32: "int", dtypes.uint32: "unsigned int", dtypes.int64: "long long", dtypes.uint64: "unsigned long long",
-}  # fmt: skip
-_CL_NAMES = {
-    dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort",
-    dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong",
-}  # fmt: skip
+# *** C text the C dialect includes: half in float, vector helpers, the thread pool's hook ***
+
 
 # NOTE: C has no portable half type (clang 14 on x86 refuses _Float16), so C kernels store half as its 16 bits,
 # compute in float and round every half result back to half precision, which matches numpy's float16 arithmetic
@@ -57,80 +52,7 @@ static inline float sg_d2f_odd(double d) {
   if (fabs((double)x.f) > fabs(d)) x.u -= 1u;
   x.u |= 1u;
   return x.f;
-}
-"""
-
-
-@dataclass(frozen=True)
-class CDialect:
-    """What differs between C and OpenCL C: qualifiers, type names, math function names, the global id."""
-
-    name: str
-    kernel_prefix: str
-    buffer_qualifier: str
-    type_names: dict[DType, str]
-    float_suffix: dict[DType, str]  # math function suffix per float dtype: expf vs exp
-    global_id: str  # format with {axis}; unused when the kernel loops itself
-    half_as_bits: bool  # store half as 16 bits and compute in float (C), or use the native half type
-    no_contract: str  # the pragma that stops a*b+c becoming one fused multiply-add (it must round twice)
-    header: str = ""
-    extensions: dict[DType, str] = field(default_factory=dict)  # a pragma needed when a dtype is used
-    native_vectors: bool = False  # OpenCL's floatN types, vloadN/vstoreN and math on vectors; else GCC vector types
-
-    def vector_type(self, dtype: DType, width: int) -> str:
-        name = self.type_names[dtype]
-        return f"{name}{width}" if self.native_vectors else f"sg_{name}{width}"
-
-    def broadcast(self, dtype: DType, width: int, x: str) -> str:
-        vt = self.vector_type(dtype, width)
-        # NOTE: an initializer of copies, not {}+x: adding +0.0 is not a no-op (-0.0 + 0.0 is +0.0), so it would cost
-        # an add before every broadcast
-        return f"(({vt})({x}))" if self.native_vectors else f"(({vt}){{{','.join([x] * width)}}})"
-
-    def vectorize(self, dtype: DType, width: int, xs: list[str]) -> str:
-        vt = self.vector_type(dtype, width)
-        return f"(({vt})({','.join(xs)}))" if self.native_vectors else f"(({vt}){{{','.join(xs)}}})"
-
-    def lane(self, x: str, i: int) -> str:
-        return f"{x}.s{i:x}" if self.native_vectors else f"{x}[{i}]"
-
-    def storage_type(self, dtype: DType) -> str:
-        return "unsigned short" if dtype == dtypes.float16 and self.half_as_bits else self.type_names[dtype]
-
-    def value_type(self, dtype: DType) -> str:
-        return "float" if dtype == dtypes.float16 and self.half_as_bits else self.type_names[dtype]
-
-
-C_DIALECT = CDialect(
-    name="C",
-    kernel_prefix="",
-    buffer_qualifier="",
-    type_names={dtypes.bool: "unsigned char", dtypes.float16: "unsigned short", dtypes.float32: "float",
-                dtypes.float64: "double", **_INT_NAMES},
-    float_suffix={dtypes.float16: "f", dtypes.float32: "f", dtypes.float64: ""},
-    global_id="",
-    half_as_bits=True,
-    no_contract="#pragma STDC FP_CONTRACT OFF",
-    header="#include <math.h>\n",
-)  # fmt: skip
-
-OPENCL_DIALECT = CDialect(
-    name="OpenCL",
-    kernel_prefix="__kernel ",
-    buffer_qualifier="__global ",
-    type_names={dtypes.bool: "uchar", dtypes.float16: "half", dtypes.float32: "float", dtypes.float64: "double",
-                **_CL_NAMES},
-    float_suffix={dtypes.float16: "", dtypes.float32: "", dtypes.float64: ""},
-    global_id="(int)get_global_id({axis})",
-    half_as_bits=False,
-    no_contract="#pragma OPENCL FP_CONTRACT OFF",
-    extensions={dtypes.float16: "#pragma OPENCL EXTENSION cl_khr_fp16 : enable",
-                dtypes.float64: "#pragma OPENCL EXTENSION cl_khr_fp64 : enable"},
-    native_vectors=True,
-)  # fmt: skip
-
-
-# *** vector helpers for C (GCC vector types: both gcc and clang have them) ***
+}"""
 
 PARALLEL_GLOBAL = "sg_parallel_fn sg_parallel_for = 0;"
 PARALLEL_HEADER = f"""typedef void (*sg_body_fn)(void*, int, int);
@@ -140,9 +62,9 @@ typedef void (*sg_parallel_fn)(sg_body_fn, void*, int);
 
 def c_vector_helpers(dtype: DType, width: int, maths: set[str]) -> list[str]:
     """The typedefs and helpers one C kernel needs for vectors of `width` `dtype`s (each its own header chunk)."""
-    name, size = C_DIALECT.type_names[dtype], dtype.itemsize * width
-    vt, mask = f"sg_{name}{width}", f"sg_mask_{name}{width}"
-    mask_name = "int" if dtype.itemsize == 4 else "long long"
+    d, size = C_DIALECT, dtype.itemsize * width
+    name, mask_name = d.type_names[dtype], d.mask_lane_type(dtype)
+    vt, mask = d.vector_type_of(dtype, width), d.mask_type_of(dtype, width)
     chunks = [
         f"typedef {name} {vt} __attribute__((vector_size({size})));\n"
         f"typedef {mask_name} {mask} __attribute__((vector_size({size})));",
@@ -157,7 +79,7 @@ def c_vector_helpers(dtype: DType, width: int, maths: set[str]) -> list[str]:
         f"unsigned char v __attribute__((vector_size({width}))); __builtin_memcpy(&v, p, sizeof(v)); "
         f"return __builtin_convertvector(v != 0, {mask}); }}",
     ]
-    suffix = C_DIALECT.float_suffix[dtype]
+    suffix = d.math_suffix[dtype]
     x86 = X86_VECTORS.get((dtype, width))
     for fn in sorted(maths):
         if dtype == dtypes.float32 and fn == "exp2":
@@ -243,6 +165,153 @@ VECTOR_EXP2F = """static inline VT VT_exp2(VT x) {
 }"""
 
 
+# *** the dialects: one table each ***
+
+
+@dataclass(frozen=True)
+class CDialect:
+    """Everything one C dialect prints its own way. Templates are str.format strings; the comment beside each names
+    its fields: {t} a scalar type's name, {n} a lane count, {vt} a vector type, {mt} a mask type (a vector of bools),
+    {x} a value, {ptr}+{at} an element's address, {a} {b} {c} operands."""
+
+    name: str
+    # the kernel function
+    kernel_prefix: str
+    buffer_qualifier: str  # of each buffer argument
+    global_id: str  # hardware global id {axis} as an int; a kernel that loops over its output has none
+    # scalars
+    type_names: dict[DType, str]  # as stored: arguments, loads and stores
+    compute_types: dict[DType, str]  # dtypes computed in another type than the one they are stored in
+    load_as: dict[DType, str]  # {x}: a loaded value, converted to its compute type
+    store_as: dict[DType, str]  # {x}: a value converted to its stored type
+    round_to: dict[DType, str]  # {x}: every result of that dtype, rounded to its precision
+    casts: dict[tuple[DType, DType], str]  # (from, to) -> {x} cast in a form of its own
+    math_suffix: dict[DType, str]  # per float dtype: expf or exp
+    fused_mulacc: str  # float32/float64 a*b+c, fused where the hardware has it: {a} {b} {c} {suffix}
+    # the chunks before the kernel, in this order, each only where the kernel needs it
+    header: str  # always
+    extensions: dict[DType, str]  # where the dtype is used
+    no_contract: str  # where a half a*b+c is: stops it becoming one fma (it must round twice)
+    intrinsics_header: str  # where a vector sqrt or fma helper is (their fast paths are intrinsics)
+    fma_header: str  # where any other a*b+c is
+    dtype_helpers: dict[DType, str]  # where the dtype is used
+    vector_helpers: Callable[[DType, int, set[str]], list[str]]  # per vector type used: (dtype, lanes, helpers used)
+    # vectors
+    vector_type: str  # {t} {n}
+    mask_type: str  # lanes as wide as the kernel's float {t}: {i} the int type that size, {n}
+    broadcast: str  # {vt} {x}; {lanes}: x, n times
+    vectorize: str  # {vt} {lanes}
+    mask_zero: str  # {vt}
+    lane: str  # lane {i} of {x}
+    vector_load: str  # {vt} {n} {ptr} {at}
+    mask_load: str  # bools are bytes in memory: {mt} {n} {ptr} {at}
+    vector_store: str  # {x} {vt} {n} {ptr} {at}
+    select: str  # lane by lane {cond} ? {a} : {b}; {vt} {mt}
+    vector_max: str  # nan wins, as in numpy.maximum: {vt} {a} {b}
+    vector_call: str  # a math function or fma on vectors: {vt} {fn} {args}; {scalar}: the op as on scalars
+    vector_sum: str  # the sum of {x}'s lanes: {vt}; {lanes}: the lanes joined by +
+
+    def storage_type(self, dtype: DType) -> str:
+        return self.type_names[dtype]
+
+    def value_type(self, dtype: DType) -> str:
+        return self.compute_types.get(dtype, self.type_names[dtype])
+
+    def vector_type_of(self, dtype: DType, width: int) -> str:
+        return self.vector_type.format(t=self.type_names[dtype], n=width)
+
+    def mask_lane_type(self, dtype: DType) -> str:
+        return self.type_names[dtypes.int32 if dtype.itemsize == 4 else dtypes.int64]
+
+    def mask_type_of(self, dtype: DType, width: int) -> str:
+        return self.mask_type.format(t=self.type_names[dtype], i=self.mask_lane_type(dtype), n=width)
+
+
+C_DIALECT = CDialect(
+    name="C",
+    kernel_prefix="",
+    buffer_qualifier="",
+    global_id="",
+    type_names={dtypes.bool: "unsigned char", dtypes.float16: "unsigned short", dtypes.float32: "float",
+                dtypes.float64: "double", dtypes.int8: "char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
+                dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",
+                dtypes.int64: "long long", dtypes.uint64: "unsigned long long"},
+    # half: its 16 bits in memory, computed in float (see HALF_HELPERS)
+    compute_types={dtypes.float16: "float"},
+    load_as={dtypes.float16: "sg_h2f({x})"},
+    store_as={dtypes.float16: "sg_f2h({x})"},
+    round_to={dtypes.float16: "sg_rh({x})"},
+    casts={(dtypes.float64, dtypes.float16): "sg_d2f_odd({x})"},  # NOTE: then rounded to half, as every half result
+    math_suffix={dtypes.float16: "f", dtypes.float32: "f", dtypes.float64: ""},
+    fused_mulacc="sg_fma{suffix}({a},{b},{c})",
+    header="#include <math.h>",
+    extensions={},
+    no_contract="#pragma STDC FP_CONTRACT OFF",
+    intrinsics_header=X86_HEADER,
+    fma_header=FMA_HEADER,
+    dtype_helpers={dtypes.float16: HALF_HELPERS},
+    vector_helpers=c_vector_helpers,
+    # GCC vector types (gcc and clang have them), with helpers for what they lack
+    vector_type="sg_{t}{n}",
+    mask_type="sg_mask_{t}{n}",
+    # NOTE: an initializer of copies, not {}+x: adding +0.0 is not a no-op (-0.0 + 0.0 is +0.0), so it would cost
+    # an add before every broadcast
+    broadcast="(({vt}){{{lanes}}})",
+    vectorize="(({vt}){{{lanes}}})",
+    mask_zero="(({vt}){{}})",
+    lane="{x}[{i}]",
+    vector_load="{vt}_load({ptr}+{at})",
+    mask_load="{mt}_from_bytes({ptr}+{at})",
+    vector_store="{vt}_store({ptr}+{at}, {x});",
+    select="(({vt})((({mt}){a}&{cond})|(({mt}){b}&~{cond})))",
+    vector_max="{vt}_max({a},{b})",
+    vector_call="{vt}_{fn}({args})",
+    vector_sum="{vt}_hadd({x})",
+)  # fmt: skip
+
+OPENCL_DIALECT = CDialect(
+    name="OpenCL",
+    kernel_prefix="__kernel ",
+    buffer_qualifier="__global ",
+    global_id="(int)get_global_id({axis})",
+    type_names={dtypes.bool: "uchar", dtypes.float16: "half", dtypes.float32: "float", dtypes.float64: "double",
+                dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort",
+                dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong"},
+    # every dtype is native: stored and computed as itself
+    compute_types={},
+    load_as={},
+    store_as={},
+    round_to={},
+    casts={},
+    math_suffix={dtypes.float16: "", dtypes.float32: "", dtypes.float64: ""},  # overloaded per type
+    # NOTE: OpenCL contracts a*b+c into one fma where the device has it (FP_CONTRACT is on by default), where
+    # PoCL's fma() on vectors is 3 times slower than that
+    fused_mulacc="(({a}*{b})+{c})",
+    header="",
+    extensions={dtypes.float16: "#pragma OPENCL EXTENSION cl_khr_fp16 : enable",
+                dtypes.float64: "#pragma OPENCL EXTENSION cl_khr_fp64 : enable"},
+    no_contract="#pragma OPENCL FP_CONTRACT OFF",
+    intrinsics_header="",
+    fma_header="",
+    dtype_helpers={},
+    vector_helpers=lambda dtype, width, maths: [],
+    # built-in vector types: floatN, vloadN/vstoreN, select, and math functions and operators that take vectors
+    vector_type="{t}{n}",
+    mask_type="{i}{n}",
+    broadcast="(({vt})({x}))",
+    vectorize="(({vt})({lanes}))",
+    mask_zero="(({vt})(0))",
+    lane="{x}.s{i:x}",
+    vector_load="vload{n}(0, {ptr}+{at})",
+    mask_load="convert_{mt}(vload{n}(0, {ptr}+{at})!=(uchar)0)",
+    vector_store="vstore{n}({x}, 0, {ptr}+{at});",
+    select="select({b},{a},{cond})",
+    vector_max="select({b},{a},({a}!={a})|({a}>{b}))",
+    vector_call="{scalar}",
+    vector_sum="({lanes})",
+)  # fmt: skip
+
+
 # *** numbers, exactly ***
 
 
@@ -314,14 +383,14 @@ def render_index(node: Node | int, names: dict[Variable, str]) -> str:
 
 
 def _math(fn: str) -> Callable[[list[str], DType, DType, CDialect], str]:
-    return lambda xs, dt, src, d: f"{fn}{d.float_suffix[dt]}({xs[0]})"
+    return lambda xs, dt, src, d: f"{fn}{d.math_suffix[dt]}({xs[0]})"
 
 
 def _int_div(op: str) -> Callable[[list[str], DType, DType, CDialect], str]:
     def render(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
         a, b = xs
         if dtypes.is_float(dt):
-            return f"({a}/{b})" if op == "/" else f"fmod{d.float_suffix[dt]}({a},{b})"
+            return f"({a}/{b})" if op == "/" else f"fmod{d.math_suffix[dt]}({a},{b})"
         # NOTE: x/0 and INT_MIN/-1 trap in C; the reference (CPU) gives 0 for x/0 and wraps INT_MIN/-1
         t = d.value_type(dt)
         if dtypes.is_unsigned(dt) or dt.itemsize < 8:
@@ -339,21 +408,18 @@ def _recip(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
 
 
 def _cast(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
-    if dt == dtypes.float16 and src == dtypes.float64 and d.half_as_bits:
-        return f"sg_d2f_odd({xs[0]})"  # NOTE: alu() rounds the float to half
+    if (src, dt) in d.casts:
+        return d.casts[(src, dt)].format(x=xs[0])
     return f"({xs[0]}!=0)" if dt == dtypes.bool else f"(({d.value_type(dt)})({xs[0]}))"
 
 
 def _mulacc(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
     # NOTE: a*b+c fused where the hardware has it (a reduce's accumulation); half stays two roundings in C
-    if dt in (dtypes.float32, dtypes.float64) and d.native_vectors:
-        # NOTE: OpenCL contracts a*b+c into one fma where the device has it (FP_CONTRACT is on by default), where
-        # PoCL's fma() on vectors is 3 times slower than that
-        return f"(({xs[0]}*{xs[1]})+{xs[2]})"
+    a, b, c = xs
     if dt in (dtypes.float32, dtypes.float64):
-        return f"sg_fma{d.float_suffix[dt]}({xs[0]},{xs[1]},{xs[2]})"
-    prod_ = f"sg_rh({xs[0]}*{xs[1]})" if dt == dtypes.float16 and d.half_as_bits else f"({xs[0]}*{xs[1]})"
-    return f"({prod_}+{xs[2]})"
+        return d.fused_mulacc.format(a=a, b=b, c=c, suffix=d.math_suffix[dt])
+    product = d.round_to.get(dt, "({x})").format(x=f"{a}*{b}")
+    return f"({product}+{c})"
 
 
 def _max(xs: list[str], dt: DType, src: DType, d: CDialect) -> str:
@@ -389,7 +455,9 @@ ALU_OPS: dict[object, Callable[[list[str], DType, DType, CDialect], str]] = {
 # *** the program ***
 
 
-_MATH_NAMES = {UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.SQRT: "sqrt"}
+# the ops a dialect may print on vectors as a call (CDialect.vector_call), and the function's name
+_VECTOR_CALLS = {UnaryOps.EXP2: "exp2", UnaryOps.LOG2: "log2", UnaryOps.SIN: "sin", UnaryOps.SQRT: "sqrt",
+                TernaryOps.MULACC: "fma"}  # fmt: skip
 
 
 class _Renderer:
@@ -401,7 +469,7 @@ class _Renderer:
         self.depth = 1
         self.counts: dict[str, int] = {}
         self.parallel_end: str | None = None  # the parallel loop's trip count, once it is rendered
-        self.vector_maths: dict[tuple[DType, int], set[str]] = {}
+        self.vector_maths: dict[tuple[DType, int], set[str]] = {}  # vector types used -> the helpers called on them
 
     def fresh(self, prefix: str) -> str:
         n = self.counts.get(prefix, 0)
@@ -418,40 +486,45 @@ class _Renderer:
         if u.width > 1 and u.dtype == dtypes.bool:
             return self.mask_type(u.width)
         if u.width > 1:
-            self.vector_maths.setdefault((u.dtype, u.width), set())  # type: ignore[arg-type]
-            return self.d.vector_type(u.dtype, u.width)  # type: ignore[arg-type]
+            return self.vector_type(u.dtype, u.width)  # type: ignore[arg-type]
         return self.d.value_type(u.dtype)  # type: ignore[arg-type]
+
+    def vector_type(self, dtype: DType, width: int) -> str:
+        self.vector_maths.setdefault((dtype, width), set())
+        return self.d.vector_type_of(dtype, width)
 
     def mask_type(self, width: int) -> str:
         """A vector of bools: integer lanes as wide as the kernel's float lanes, all ones where true (what vector
         comparisons give)."""
         dtype = self.prg.buffers[0][1]  # NOTE: a vector kernel computes one float dtype and stores it
-        if self.d.native_vectors:
-            return f"{'int' if dtype.itemsize == 4 else 'long'}{width}"
         self.vector_maths.setdefault((dtype, width), set())
-        return f"sg_mask_{self.d.type_names[dtype]}{width}"
+        return self.d.mask_type_of(dtype, width)
+
+    def vector_call(self, u: UOp, scalar: str, xs: list[str]) -> str:
+        """Op u on vectors as the dialect's call of _VECTOR_CALLS[u.arg], the helper noted for the header."""
+        fn = _VECTOR_CALLS[u.arg]
+        self.vector_maths.setdefault((u.dtype, u.width), set()).add(fn)  # type: ignore[arg-type]
+        return self.d.vector_call.format(vt=self.type_of(u), fn=fn, args=",".join(xs), scalar=scalar)
 
     def zero(self, u: UOp) -> str:
         if u.width > 1 and u.dtype == dtypes.bool:
-            mt = self.mask_type(u.width)
-            return f"(({mt})(0))" if self.d.native_vectors else f"(({mt}){{}})"
+            return self.d.mask_zero.format(vt=self.mask_type(u.width))
         zero = render_const(0, u.dtype, self.d)  # type: ignore[arg-type]
-        return self.d.broadcast(u.dtype, u.width, zero) if u.width > 1 else zero  # type: ignore[arg-type]
+        return self.splat(zero, u.dtype, u.width) if u.width > 1 else zero  # type: ignore[arg-type]
+
+    def splat(self, x: str, dtype: DType, width: int) -> str:
+        return self.d.broadcast.format(vt=self.vector_type(dtype, width), x=x, lanes=",".join([x] * width))
 
     def load(self, u: UOp) -> str:
         (buf,), (idx, valid) = u.vin, u.arg
-        ptr, at = self.names[id(buf)], self.idx(idx)
+        addr = {"ptr": self.names[id(buf)], "at": self.idx(idx), "n": u.width}
         if u.width > 1 and u.dtype == dtypes.bool:
-            mt = self.mask_type(u.width)
-            read = (f"convert_{mt}(vload{u.width}(0, {ptr}+{at})!=(uchar)0)" if self.d.native_vectors
-                    else f"{mt}_from_bytes({ptr}+{at})")  # fmt: skip
+            read = self.d.mask_load.format(mt=self.mask_type(u.width), **addr)
         elif u.width > 1:
-            vt = self.type_of(u)
-            read = f"vload{u.width}(0, {ptr}+{at})" if self.d.native_vectors else f"{vt}_load({ptr}+{at})"
+            read = self.d.vector_load.format(vt=self.type_of(u), **addr)
         else:
-            read = f"{ptr}[{at}]"
-        if u.dtype == dtypes.float16 and self.d.half_as_bits:
-            read = f"sg_h2f({read})"
+            read = f"{addr['ptr']}[{addr['at']}]"
+        read = self.d.load_as.get(u.dtype, "{x}").format(x=read)  # type: ignore[arg-type]
         if valid == 1:
             return read
         return f"({self.idx(valid)}?{read}:{self.zero(u)})"
@@ -469,43 +542,33 @@ class _Renderer:
         if u.width > 1:
             return self.vector_alu(u, vin, xs)
         expr = ALU_OPS[u.arg](xs, u.dtype, u.vin[0].dtype, self.d)
-        return f"sg_rh({expr})" if u.dtype == dtypes.float16 and self.d.half_as_bits else expr
+        return self.d.round_to.get(u.dtype, "{x}").format(x=expr)  # type: ignore[arg-type]
 
     def vector_alu(self, u: UOp, vin: tuple[UOp, ...], xs: list[str]) -> str:
-        """Scalars are broadcast first; max and (in C) math functions go through helpers; a where with a vector
-        condition selects lane by lane."""
+        """Scalars are broadcast first; where with a vector condition and max select lane by lane; math functions
+        and fma are the dialect's vector calls."""
         if u.arg is TernaryOps.WHERE:
             cond, (a, b) = xs[0], [self.broadcast(v, x, u.width) for v, x in zip(vin[1:], xs[1:])]
             if vin[0].width == 1:
                 return f"({cond}?{a}:{b})"
-            if self.d.native_vectors:
-                return f"select({b},{a},{cond})"
-            mt, vt = self.mask_type(u.width), self.type_of(u)
-            return f"(({vt})((({mt}){a}&{cond})|(({mt}){b}&~{cond})))"
+            return self.d.select.format(vt=self.type_of(u), mt=self.mask_type(u.width), cond=cond, a=a, b=b)
         xs = [self.broadcast(v, x, u.width) for v, x in zip(vin, xs)]
         vt = self.type_of(u)
         if u.arg is BinaryOps.MAX:
-            a, b = xs
-            return f"select({b},{a},({a}!={a})|({a}>{b}))" if self.d.native_vectors else f"{vt}_max({a},{b})"
-        if u.arg in _MATH_NAMES and not self.d.native_vectors:
-            self.vector_maths[(u.dtype, u.width)].add(_MATH_NAMES[u.arg])  # type: ignore[index]
-            return f"{vt}_{_MATH_NAMES[u.arg]}({xs[0]})"
-        if u.arg is TernaryOps.MULACC and not self.d.native_vectors:
-            self.vector_maths[(u.dtype, u.width)].add("fma")  # type: ignore[index]
-            return f"{vt}_fma({xs[0]},{xs[1]},{xs[2]})"
-        return ALU_OPS[u.arg](xs, u.dtype, u.vin[0].dtype, self.d)
+            return self.d.vector_max.format(vt=vt, a=xs[0], b=xs[1])
+        scalar = ALU_OPS[u.arg](xs, u.dtype, u.vin[0].dtype, self.d)
+        return self.vector_call(u, scalar, xs) if u.arg in _VECTOR_CALLS else scalar
 
     def broadcast(self, v: UOp, x: str, width: int) -> str:
-        return x if v.width > 1 else self.d.broadcast(v.dtype, width, x)  # type: ignore[arg-type]
+        return x if v.width > 1 else self.splat(x, v.dtype, width)  # type: ignore[arg-type]
 
     def horizontal(self, u: UOp) -> str:
         (vec,) = u.vin
-        lanes = [self.d.lane(self.names[id(vec)], i) for i in range(vec.width)]
-        if u.arg is BinaryOps.ADD and not self.d.native_vectors:
-            self.vector_maths[(vec.dtype, vec.width)].add("hadd")  # type: ignore[index]
-            return f"{self.type_of(vec)}_hadd({self.names[id(vec)]})"
+        x = self.names[id(vec)]
+        lanes = [self.d.lane.format(x=x, i=i) for i in range(vec.width)]
         if u.arg is BinaryOps.ADD:
-            return "(" + "+".join(lanes) + ")"
+            self.vector_maths.setdefault((vec.dtype, vec.width), set()).add("hadd")  # type: ignore[arg-type]
+            return self.d.vector_sum.format(vt=self.type_of(vec), x=x, lanes="+".join(lanes))
         # NOTE: one statement per step: nesting max expressions would repeat each operand, exponentially
         out = self.fresh("alu")
         self.emit(f"{self.type_of(u)} {out} = {lanes[0]};")
@@ -515,16 +578,12 @@ class _Renderer:
 
     def store(self, u: UOp) -> None:
         buf, value = u.vin
-        val, ptr = self.names[id(value)], self.names[id(buf)]
+        val, ptr, at = self.names[id(value)], self.names[id(buf)], self.idx(u.arg)
         if u.width > 1:
-            vt = self.type_of(value)
-            at = self.idx(u.arg)
-            self.emit(f"vstore{u.width}({val}, 0, {ptr}+{at});" if self.d.native_vectors
-                      else f"{vt}_store({ptr}+{at}, {val});")  # fmt: skip
+            self.emit(self.d.vector_store.format(x=val, vt=self.type_of(value), n=u.width, ptr=ptr, at=at))
             return
-        if value.dtype == dtypes.float16 and self.d.half_as_bits:
-            val = f"sg_f2h({val})"
-        self.emit(f"{ptr}[{self.idx(u.arg)}] = {val};")
+        val = self.d.store_as.get(value.dtype, "{x}").format(x=val)  # type: ignore[arg-type]
+        self.emit(f"{ptr}[{at}] = {val};")
 
     def statement(self, u: UOp) -> None:
         d = self.d
@@ -547,11 +606,12 @@ class _Renderer:
         elif u.uop is UOps.DEFINE_ACC:
             self.names[id(u)] = name = self.fresh("acc")
             init = render_const(u.arg, u.dtype, d)  # type: ignore[arg-type]
-            self.emit(f"{self.type_of(u)} {name} = {d.broadcast(u.dtype, u.width, init) if u.width > 1 else init};")  # type: ignore[arg-type]
+            init = self.splat(init, u.dtype, u.width) if u.width > 1 else init  # type: ignore[arg-type]
+            self.emit(f"{self.type_of(u)} {name} = {init};")
         elif u.uop is UOps.CONST:
             self.names[id(u)] = self.const(u)
         elif u.uop is UOps.LANE:
-            self.names[id(u)] = d.lane(self.names[id(u.vin[0])], u.arg)
+            self.names[id(u)] = d.lane.format(x=self.names[id(u.vin[0])], i=u.arg)
         elif u.uop in (UOps.LOAD, UOps.ALU, UOps.VECTORIZE, UOps.HORIZONTAL):
             self.names[id(u)] = name = self.fresh({UOps.LOAD: "val", UOps.VECTORIZE: "vec"}.get(u.uop, "alu"))
             if u.uop is UOps.LOAD:
@@ -560,10 +620,9 @@ class _Renderer:
                 expr = self.alu(u)
             elif u.uop is UOps.VECTORIZE and u.dtype == dtypes.bool:
                 lanes = ",".join(f"({self.names[id(v)]}?-1:0)" for v in u.vin)
-                mt = self.mask_type(u.width)
-                expr = f"(({mt})({lanes}))" if d.native_vectors else f"(({mt}){{{lanes}}})"
+                expr = d.vectorize.format(vt=self.mask_type(u.width), lanes=lanes)
             elif u.uop is UOps.VECTORIZE:
-                expr = d.vectorize(u.dtype, u.width, [self.names[id(v)] for v in u.vin])  # type: ignore[arg-type]
+                expr = d.vectorize.format(vt=self.type_of(u), lanes=",".join(self.names[id(v)] for v in u.vin))
             else:
                 expr = self.horizontal(u)
             self.emit(f"{self.type_of(u)} {name} = {expr};")
@@ -585,25 +644,23 @@ class _Renderer:
 
     def header(self) -> list[str]:
         """The chunks before the kernel (each self-contained, so a file of several kernels can drop repeats)."""
-        used = {u.dtype for u in self.prg.uops if u.dtype is not None}
-        pragmas = [self.d.extensions[t] for t in sorted(used) if t in self.d.extensions]
+        d = self.d
+        used = sorted({u.dtype for u in self.prg.uops if u.dtype is not None})
         mulaccs = {u.dtype for u in self.prg.uops if u.uop is UOps.ALU and u.arg is TernaryOps.MULACC}
+        calls = set().union(*self.vector_maths.values())
+        chunks = [d.header, *(d.extensions[t] for t in used if t in d.extensions)]
         if dtypes.float16 in mulaccs:
-            pragmas.append(self.d.no_contract)
-        chunks = [self.d.header.rstrip("\n")] if self.d.header else []
-        chunks += pragmas
-        if not self.d.native_vectors and any(m & {"sqrt", "fma"} for m in self.vector_maths.values()):
-            chunks.append(X86_HEADER)
-        if not self.d.native_vectors and mulaccs - {dtypes.float16}:
-            chunks.append(FMA_HEADER)
-        if dtypes.float16 in used and self.d.half_as_bits:
-            chunks.append(HALF_HELPERS.rstrip("\n"))
-        if not self.d.native_vectors:
-            for (dtype, width), maths in sorted(self.vector_maths.items(), key=lambda x: (x[0][0], x[0][1])):
-                chunks += c_vector_helpers(dtype, width, maths)
+            chunks.append(d.no_contract)
+        if calls & {"sqrt", "fma"}:
+            chunks.append(d.intrinsics_header)
+        if mulaccs - {dtypes.float16}:
+            chunks.append(d.fma_header)
+        chunks += [d.dtype_helpers[t] for t in used if t in d.dtype_helpers]
+        for (dtype, width), maths in sorted(self.vector_maths.items(), key=lambda x: (x[0][0], x[0][1])):
+            chunks += d.vector_helpers(dtype, width, maths)
         if self.parallel_end is not None:
             chunks.append(PARALLEL_HEADER)
-        return chunks
+        return [c for c in chunks if c]  # NOTE: "" is a chunk the dialect does without
 
     def render(self) -> str:
         args = self.arguments()
