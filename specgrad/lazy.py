@@ -16,7 +16,7 @@ import numpy as np
 from specgrad.device import Buffer
 from specgrad.dtype import DType, dtypes
 from specgrad.flags import LAZYCACHE
-from specgrad.helpers import all_int, prod
+from specgrad.helpers import all_int
 from specgrad.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps
 from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import sint
@@ -200,14 +200,7 @@ class LazyBuffer:
             return self
         if 0 in self.shape or 0 in new_shape:
             return self.const(_reduce_identity(op, self.dtype), new_shape)
-        if (split := _split_reduce_axis(self.shape, new_shape)) is None:
-            return self._reduce(op, new_shape)
-        # NOTE: a kernel holds one reduce and runs only its output loop in parallel, so few outputs of many elements
-        # each would be one long serial chain: reduce (S, R/S) chunks of the axis first, then the S partials
-        axis, s = split
-        chunks = self.reshape(self.shape[:axis] + (s, self.shape[axis] // s) + self.shape[axis + 1 :])
-        partials = chunks._reduce(op, new_shape[:axis] + (s, 1) + new_shape[axis + 1 :])
-        return partials.reshape(new_shape[:axis] + (s,) + new_shape[axis + 1 :])._reduce(op, new_shape)
+        return self._reduce(op, new_shape)
 
     def _reduce(self, op: ReduceOps, new_shape: tuple[sint, ...]) -> LazyBuffer:
         return create_lazybuffer(self.device, ShapeTracker.from_shape(new_shape), self.dtype, op, new_shape, (self,))
@@ -250,34 +243,6 @@ def full_const(val: Any, shape: tuple[sint, ...], dtype: DType, device: str) -> 
 def to_python_scalar(val: Any, dtype: DType) -> Any:
     """The Python value `val` has once stored in `dtype` (ints wrap, floats round)."""
     return np.array(val).astype(dtype.np).item()
-
-
-# a reduce splits in two when each output reduces at least SPLIT_MIN elements and the outputs are few (or the reduce
-# is very long); S is the largest divisor of one reduced axis in [16, 256] that keeps the first part at least S long.
-# NOTE: S depends on the shapes only (never on threads or the machine), so results are identical run to run
-SPLIT_MIN, SPLIT_MAX_OUTPUTS, SPLIT_LONG, SPLIT_RANGE = 32768, 256, 2**20, (16, 256)
-
-
-def _split_reduce_axis(shape: tuple[sint, ...], new_shape: tuple[sint, ...]) -> tuple[int, int] | None:
-    """(axis, S) to reduce `shape` to `new_shape` in two kernels, or None to keep one (small or symbolic)."""
-    if not all_int(shape):
-        return None
-    outputs = prod(new_shape)
-    per_output = prod(shape) // outputs
-    if per_output < SPLIT_MIN or (outputs > SPLIT_MAX_OUTPUTS and per_output < SPLIT_LONG):
-        return None
-    lo, hi = SPLIT_RANGE
-    candidates = [
-        (d, -i)  # the largest S, then the outermost axis (contiguous chunks for a contiguous input)
-        for i, (size, new) in enumerate(zip(shape, new_shape))
-        if size != new
-        for d in range(lo, min(hi, size) + 1)
-        if size % d == 0 and per_output // d >= d
-    ]
-    if not candidates:
-        return None
-    s, neg_axis = max(candidates)
-    return -neg_axis, s
 
 
 def _reduce_identity(op: ReduceOps, dtype: DType) -> Any:

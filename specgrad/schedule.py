@@ -9,12 +9,26 @@ Imports helpers, flags, shape, ops and lazy.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from specgrad.dtype import DType
 from specgrad.flags import DEBUG
 from specgrad.helpers import dedup, prod
 from specgrad.lazy import LazyBuffer
-from specgrad.ops import UNSAFE_PAD_OPS, BufferOps, ConstBuffer, LazyOp, LoadOps, MemBuffer, ReduceOps, ScheduleItem
+from specgrad.ops import (
+    UNSAFE_PAD_OPS,
+    BufferOps,
+    ConstBuffer,
+    LazyOp,
+    LoadOps,
+    MemBuffer,
+    ReduceOps,
+    ScheduleItem,
+    get_lazyop_info,
+)
 from specgrad.shape.shapetracker import ShapeTracker
-from specgrad.shape.symbolic import Variable
+from specgrad.shape.symbolic import Variable, sint
+from specgrad.shape.view import View
 
 # NOTE: a kernel's ast is a tree as deep as its longest chain of fused ops, and later stages (hashing, linearizing,
 # the C compiler) walk it recursively: a chain longer than this is cut into kernels, so no walk grows with a graph
@@ -32,7 +46,7 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     done: set[LazyBuffer] = set()
     for out in list(realizes):
         _schedule_base(out, realizes, reduce_for, schedule, done)
-    schedule = _order_assigns(schedule)
+    schedule = _order_assigns([item for si in schedule for split in _split_reduce(si) for item in _pack_operand(split)])
     if DEBUG >= 1 and schedule:
         print(f"scheduled {len(schedule)} kernel(s) for {len(outs)} output(s)")
     return schedule
@@ -276,3 +290,164 @@ class _AstBuilder:
             src_st = ShapeTracker.from_shape(lb.srcs[0].shape)
             return LazyOp(lb.op, (self.build(lb.srcs[0], src_st),), lb.arg)
         return LazyOp(lb.op, tuple(self.build(s, st) for s in lb.srcs), lb.arg)
+
+
+# *** operand packing ***
+# NOTE: a matmul reads its right operand w (K, N) by columns, so a row-major w is walked one cache line per element,
+# and when N is a power of two every element of a column maps to one cache set and evicts the last. BLAS copies such
+# an operand into panels of PACK_PANEL columns first, each one contiguous block; so does the scheduler, for any
+# SUM kernel that reads a large operand that way: the copy is one pass over w, repaid when many rows read it.
+PACK_PANEL, PACK_MIN = 32, 512
+
+
+def _pack_operand(si: ScheduleItem) -> list[ScheduleItem]:
+    """[a kernel copying the operand into panels, si reading the panels] where packing pays; else [si]."""
+    if (plan := _pack_plan(si.ast)) is None:
+        return [si]
+    load, axis, red = plan
+    n, k, p = si.ast.arg.st.shape[axis], load.arg.st.shape[red], PACK_PANEL
+    view = load.arg.st.views[0]
+    # the panels (N/P, K, P), contiguous: element (n1, k, j) is w's column n1*P + j at row k
+    src = View.create((n // p, k, p), (p * view.strides[axis], view.strides[red], view.strides[axis]), view.offset)
+    operand = si.inputs[load.arg.idx - 1]
+    panels = _scratch(operand, (n // p, k, p), load.arg.dtype)
+    copy = LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, load.arg.dtype, ShapeTracker((src,)))),),
+                  MemBuffer(0, load.arg.dtype, ShapeTracker.from_shape((n // p, k, p))))  # fmt: skip
+    # the kernel with its `axis` split in (N/P, P), reading the panels where it read w
+    split = [x for x in si.ast.lazyops() if x.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)]
+    strides = [0] * (len(view.shape) + 1)
+    strides[axis], strides[axis + 1], strides[red + (red > axis)] = k * p, 1, p
+    shape = _split_shape(view.shape, axis)
+    sts = {id(x): _split_st(x.arg.st, axis) for x in split}
+    if any(st is None for st in sts.values()):
+        return [si]
+    packed = MemBuffer(len(si.inputs) + 1, load.arg.dtype, ShapeTracker((View.create(shape, tuple(strides)),)))
+
+    def rebuild(x: LazyOp) -> LazyOp:
+        if x is load:
+            return LazyOp(BufferOps.LOAD, (), packed)
+        if id(x) in sts:
+            return LazyOp(x.op, tuple(rebuild(s) for s in x.src), replace(x.arg, st=sts[id(x)]))
+        arg = _split_shape(x.arg, axis) if x.op in ReduceOps else x.arg
+        return LazyOp(x.op, tuple(rebuild(s) for s in x.src), arg)
+
+    ast, inputs = _renumber(rebuild(si.ast), (*si.inputs, panels))
+    return [ScheduleItem(copy, panels, (operand,)), ScheduleItem(ast, si.out, inputs, si.var_vals)]
+
+
+def _pack_plan(ast: LazyOp) -> tuple[LazyOp, int, int] | None:
+    """(the LOAD to pack, the output axis it walks with stride 1, the reduce axis it walks by a row) for a SUM kernel
+    with a single reduce axis where rows, K and N are all at least PACK_MIN and N is a multiple of the panel."""
+    reduces = [x for x in ast.lazyops() if x.op in ReduceOps]
+    if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM:
+        return None
+    loads = [x for x in reduces[0].src[0].lazyops() if x.op is BufferOps.LOAD]
+    full, out = loads[0].arg.st.shape if loads else (), reduces[0].arg
+    red_axes = [i for i, (f, o) in enumerate(zip(full, out)) if f != o]
+    if not loads or len(red_axes) != 1 or not all(isinstance(s, int) for s in full):
+        return None
+    red = red_axes[0]
+    for load in loads:
+        if len(load.arg.st.views) != 1 or (view := load.arg.st.views[0]).mask is not None:
+            continue
+        for axis, (size, stride) in enumerate(zip(view.shape, view.strides)):
+            rows = prod(s for i, s in enumerate(full) if i not in (axis, red))
+            if (stride == 1 and axis != red and view.strides[red] not in (0, 1) and size % PACK_PANEL == 0
+                    and min(size, full[red], rows) >= PACK_MIN
+                    and all(st == 0 for i, st in enumerate(view.strides) if i not in (axis, red))):  # fmt: skip
+                return load, axis, red
+    return None
+
+
+def _split_shape(shape: tuple, axis: int) -> tuple:
+    return (*shape[:axis], shape[axis] // PACK_PANEL, PACK_PANEL, *shape[axis + 1 :])
+
+
+def _split_st(st: ShapeTracker, axis: int) -> ShapeTracker | None:
+    """`st` with `axis` split in (N/P, P), or None where that is no longer one view per view (a mask across it)."""
+    ret = st.reshape(_split_shape(st.shape, axis))
+    return ret if len(ret.views) == len(st.views) else None
+
+
+# *** splitting long reductions ***
+# NOTE: a kernel holds one reduce and runs only its output loop in parallel, so few outputs of many elements each
+# would be one long serial chain: such a reduce is cut in two kernels, (S, R/S) chunks of the axis reduced first
+# into S partials, then the partials. It splits when each output reduces at least SPLIT_MIN elements and the outputs
+# are few (or the reduce is very long); S is the largest divisor of one reduced axis in [16, 256] that keeps the
+# first part at least S long. S depends on the shapes only (never on threads or the machine), so results are
+# identical run to run.
+SPLIT_MIN, SPLIT_MAX_OUTPUTS, SPLIT_LONG, SPLIT_RANGE = 32768, 256, 2**20, (16, 256)
+
+
+def _split_reduce(si: ScheduleItem) -> list[ScheduleItem]:
+    """[the partials' kernel, si reducing the partials] for a long reduce; else [si]."""
+    reduces = [x for x in si.ast.lazyops() if x.op in ReduceOps] if si.ast.op is BufferOps.STORE else []
+    if len(reduces) != 1:
+        return [si]
+    reduce = reduces[0]
+    info = get_lazyop_info(reduce.src[0])
+    if (split := _split_reduce_axis(full := info.shape, reduce.arg)) is None:
+        return [si]
+    axis, s = split
+    chunked = (*full[:axis], s, full[axis] // s, *full[axis + 1 :])
+    partial_shape = (*reduce.arg[:axis], s, 1, *reduce.arg[axis + 1 :])
+
+    def chunk(x: LazyOp) -> LazyOp:
+        if x.op in (BufferOps.LOAD, BufferOps.CONST):
+            return LazyOp(x.op, (), replace(x.arg, st=x.arg.st.reshape(chunked)))
+        return LazyOp(x.op, tuple(chunk(src) for src in x.src), x.arg)
+
+    dtype, partials = info.dtype, _scratch(si.out, partial_shape, info.dtype)
+    first, first_inputs = _renumber(
+        LazyOp(BufferOps.STORE, (LazyOp(reduce.op, (chunk(reduce.src[0]),), partial_shape),),
+               MemBuffer(0, dtype, ShapeTracker.from_shape(partial_shape))), si.inputs)  # fmt: skip
+    read = ShapeTracker.from_shape(partial_shape).reshape((*reduce.arg[:axis], s, *reduce.arg[axis + 1 :]))
+    load = LazyOp(BufferOps.LOAD, (), MemBuffer(len(si.inputs) + 1, dtype, read))
+
+    def second(x: LazyOp) -> LazyOp:
+        if x is reduce:
+            return LazyOp(reduce.op, (load,), reduce.arg)
+        return LazyOp(x.op, tuple(second(src) for src in x.src), x.arg)
+
+    ast, inputs = _renumber(second(si.ast), (*si.inputs, partials))
+    return [ScheduleItem(first, partials, first_inputs, si.var_vals), ScheduleItem(ast, si.out, inputs, si.var_vals)]
+
+
+def _split_reduce_axis(shape: tuple[sint, ...], new_shape: tuple[sint, ...]) -> tuple[int, int] | None:
+    """(axis, S) to reduce `shape` to `new_shape` in two kernels, or None to keep one (small or symbolic)."""
+    if not all(isinstance(s, int) for s in shape):
+        return None
+    outputs = prod(new_shape)
+    per_output = prod(shape) // outputs
+    if per_output < SPLIT_MIN or (outputs > SPLIT_MAX_OUTPUTS and per_output < SPLIT_LONG):
+        return None
+    lo, hi = SPLIT_RANGE
+    candidates = [
+        (d, -i)  # the largest S, then the outermost axis (contiguous chunks for a contiguous input)
+        for i, (size, new) in enumerate(zip(shape, new_shape))
+        if size != new
+        for d in range(lo, min(hi, size) + 1)
+        if size % d == 0 and per_output // d >= d
+    ]
+    if not candidates:
+        return None
+    s, neg_axis = max(candidates)
+    return -neg_axis, s
+
+
+def _scratch(like: LazyBuffer, shape: tuple[sint, ...], dtype: DType) -> LazyBuffer:
+    """A buffer between two kernels the scheduler made of one: no node of the lazy graph computes it."""
+    return LazyBuffer(like.device, ShapeTracker.from_shape(shape), dtype, LoadOps.EMPTY)
+
+
+def _renumber(ast: LazyOp, inputs: tuple[LazyBuffer, ...]) -> tuple[LazyOp, tuple[LazyBuffer, ...]]:
+    """`ast` reading only the inputs it uses, numbered 1.. in order of first use, and those inputs."""
+    used = dedup(x.arg.idx for x in ast.lazyops() if x.op is BufferOps.LOAD)
+    new_idx = {old: i + 1 for i, old in enumerate(used)}
+
+    def rebuild(x: LazyOp) -> LazyOp:
+        if x.op is BufferOps.LOAD:
+            return LazyOp(x.op, (), replace(x.arg, idx=new_idx[x.arg.idx]))
+        return LazyOp(x.op, tuple(rebuild(src) for src in x.src), x.arg)
+
+    return rebuild(ast), tuple(inputs[i - 1] for i in used)

@@ -142,6 +142,22 @@ def test_large_matmul_packs_w_and_runs_the_panel_loop_outside() -> None:
     assert Opt("VECTOR", 2, 16) in opts and any(o.op == "INNER" for o in opts), opts
 
 
+def test_packing_is_the_schedulers_decision_for_any_graph() -> None:
+    """Not only Tensor.dot: a matmul written as broadcast-multiply-sum, einsum, or the weight gradient x.T @ g read
+    their large column-walked operand from panels too (schedule.py); small or odd-sized ones are not packed."""
+    a, b = Tensor.rand(512, 512, device="CPU").realize(), Tensor.rand(512, 512, device="CPU").realize()
+
+    def kernels(t: Tensor) -> int:
+        return sum(si.ast.op is BufferOps.STORE for si in create_schedule([t.lazydata]))
+
+    assert kernels((a.reshape(512, 1, 512) * b.T.reshape(1, 512, 512)).sum(-1)) == 2
+    assert kernels(Tensor.einsum("ij,jk->ik", a, b)) == 2
+    assert kernels(a.T @ b) == 2, "x.T @ g, the weight gradient: g is walked by columns"
+    assert kernels(a @ b.T) == 1, "b.T walks rows: nothing to pack"
+    assert kernels(a[:256] @ b) == 1, "256 rows do not repay the copy"
+    assert kernels(a @ b[:, :500]) == 1, "500 columns are no whole number of panels"
+
+
 @pytest.mark.parametrize("shape", [(512, 512, 544), (2, 256, 512, 512)], ids=["2d", "batched"])
 def test_packed_matmul_forward_and_backward_match_numpy(device: str, shape: tuple[int, ...]) -> None:
     rng = np.random.default_rng(0)

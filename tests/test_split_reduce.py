@@ -1,4 +1,4 @@
-"""Large reductions split into two kernels (lazy.py): numpy's values, a fixed kernel count, the same bits twice."""
+"""Large reductions split into two kernels (schedule.py): numpy's values, a fixed kernel count, the same bits twice."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ import numpy as np
 import pytest
 
 from specgrad import Tensor, Variable
-from specgrad.lazy import _split_reduce_axis
 from specgrad.ops import LoadOps
-from specgrad.schedule import create_schedule
+from specgrad.schedule import _split_reduce_axis, create_schedule
 
 ODD = 3 * 5 * 7 * 2**14  # an axis that is not a power of two
 

@@ -293,7 +293,7 @@ for job in json.loads(sys.stdin.read()):
 
 def probe_asts() -> list[LazyOp]:
     """Kernels that exercise what a vector width changes: vector loads and stores, a division, max, the vector math
-    functions, a comparison and select, horizontal sums and maxes, in float and double (the dtypes with vector forms)."""
+    functions, a comparison and select, horizontal sums and maxes, in float and double (the vector dtypes)."""
     st, out_row = ShapeTracker.from_shape(PROBE_SHAPE), ShapeTracker.from_shape((PROBE_SHAPE[0], 1))
 
     def load(dtype: DType) -> LazyOp:
