@@ -3,6 +3,7 @@ semantics and misuse errors that match numpy/torch. Every test runs on each devi
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable
 
@@ -222,6 +223,127 @@ def test_gather_takes_index_by_keyword(device: str) -> None:
         np.testing.assert_array_equal(got.numpy(), want)
     if torch is not None:
         np.testing.assert_array_equal(want, torch.tensor(x0).gather(1, index=torch.tensor(idx0).long()).numpy())
+
+
+# *** advanced indexing: what numpy and torch would raise, and what a lazy index cannot check ***
+
+
+def test_list_index_out_of_range_raises_at_once(device: str) -> None:
+    x = Tensor.ones(4, 5, device=device)
+    for idx, message in [([0, 4], "index 4 .* dim 0 of size 4"), ((slice(None), [[-6]]), "-6 .* dim 1 of size 5")]:
+        with pytest.raises(IndexError, match=message):
+            x[idx]
+        with pytest.raises(IndexError):
+            np.ones((4, 5))[idx]
+    with pytest.raises(IndexError, match="index 2 .* dim 0 of size 2"):
+        x[np.array([True, False, True, False]), [0, 1]][2]
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8, np.int64])
+def test_tensor_index_out_of_range_is_nan_not_a_value(dtype: type, device: str) -> None:
+    """A lazy index is not read when the graph is built: an out-of-range value gives nan in a float result, and
+    matches nothing (0) in an int one, never a neighbour's value (x[0, 5] of a (4, 5) tensor is not x[1, 0])."""
+    x0 = np.arange(20, dtype=np.float32).reshape(4, 5) + 1
+    bad = np.array([0, 7, 2, 200 if dtype == np.uint8 else 5], dtype)
+    rows = np.array([0, 1, 3, 0], dtype)
+    x = Tensor(x0, device=device, requires_grad=True)
+    got = x[Tensor(rows, device=device), Tensor(bad, device=device)].numpy()
+    assert np.isnan(got[[1, 3]]).all() and got[[0, 2]].tolist() == [x0[0, 0], x0[3, 2]]
+    got = x[Tensor(bad, device=device)[:2]]
+    assert (got.numpy()[0] == x0[0]).all() and np.isnan(got.numpy()[1]).all()
+    got.sum().backward()  # NOTE: the gradient reaches the row that was in range, nothing else
+    np.testing.assert_array_equal(x.grad.numpy(), np.repeat(np.arange(4) == 0, 5).reshape(4, 5))
+    ints = Tensor(x0.astype(np.int32), device=device)[Tensor(rows, device=device), Tensor(bad, device=device)]
+    assert ints.numpy().tolist() == [1, 0, 18, 0]
+    gathered = x.gather(1, Tensor(bad.reshape(4, 1), device=device)).numpy()
+    assert np.isnan(gathered[[1, 3]]).all() and gathered[[0, 2], 0].tolist() == [x0[0, 0], x0[2, 2]]
+
+
+def test_inf_and_nan_elsewhere_do_not_leak_into_a_gather(device: str) -> None:
+    x0 = np.array([[np.inf, 1.0], [np.nan, 2.0], [-np.inf, 3.0]], np.float32)
+    x, t = Tensor(x0, device=device), lambda v: Tensor(v, device=device)
+    np.testing.assert_array_equal(x[[1, 2], 1].numpy(), [2.0, 3.0])
+    np.testing.assert_array_equal(x[t([0, 2]), t([1, 0])].numpy(), [1.0, -np.inf])
+    np.testing.assert_array_equal(x.gather(1, t([[1], [1], [0]])).numpy().ravel(), [1.0, 2.0, -np.inf])
+
+
+def test_repeated_indices_accumulate_gradients_like_torch(device: str) -> None:
+    x0 = np.random.default_rng(0).standard_normal((5, 3)).astype(np.float32)
+    idx0 = np.array([[4, 1, 4], [1, 1, -1]])
+    w0 = np.random.default_rng(1).standard_normal((2, 3, 3)).astype(np.float32)
+    x = Tensor(x0, device=device, requires_grad=True)
+    (x[Tensor(idx0, device=device)] * Tensor(w0, device=device)).sum().backward()
+    want = np.zeros_like(x0)
+    np.add.at(want, idx0 % 5, w0)
+    np.testing.assert_allclose(x.grad.numpy(), want, rtol=1e-5, atol=1e-6)
+    if torch is not None:
+        tx = torch.tensor(x0, requires_grad=True)
+        (tx[torch.tensor(idx0)] * torch.tensor(w0)).sum().backward()
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("mask", [[True, False, True], np.array([[True, False], [False, True], [True, True]])])
+def test_concrete_bool_masks_select_like_numpy(mask: object, device: str) -> None:
+    x0 = np.arange(12, dtype=np.float32).reshape(3, 2, 2)
+    value, (g,) = grads(lambda t: t[mask], x0, device=device)
+    np.testing.assert_array_equal(value, x0[mask])
+    want = np.zeros_like(x0)
+    want[mask] = 1
+    np.testing.assert_array_equal(g, want)
+    x = Tensor(x0, device=device)
+    for idx in (True, False, ([0, 2], True), (..., True), (True, [0, 1]), (slice(None), True, [0]), ([1], ..., True)):
+        assert x[idx].shape == x0[idx].shape, f"x[{idx}]: {x[idx].shape}, numpy {x0[idx].shape}"
+        np.testing.assert_array_equal(x[idx].numpy(), x0[idx])
+    assert x[1, ..., False].shape == (2, 2, 0)  # NOTE: the int applies first, as torch (numpy: (0, 2, 2))
+
+
+def test_large_gather_builds_nothing_of_size_rows_times_vocab_times_width(device: str) -> None:
+    """1000 rows of a 5000 x 64 tensor, forward and backward: the one-hot is (1000, 5000) bools; nothing of
+    1000 x 5000 x 64 is ever stored (the CPU device, a numpy interpreter, holds one while it runs a reduce)."""
+    from specgrad.schedule import create_schedule
+
+    x = Tensor.rand(5000, 64, device=device, requires_grad=True)
+    y = x[Tensor.randint(1000, low=-5000, high=5000, device=device)]
+    (y * y).sum().backward()
+    sched = create_schedule([y.lazydata, x.grad.lazydata])
+    biggest = max(math.prod(si.out.shape) for si in sched)
+    assert biggest <= 1000 * 5000, f"a gather stored {biggest} elements: {[si.out.shape for si in sched]}"
+
+
+@pytest.mark.slow
+def test_large_gather_runs(device: str) -> None:
+    rng = np.random.default_rng(0)
+    n, k = (5000, 1000) if device != "CPU" else (1000, 200)  # NOTE: CPU holds k * n * 64 floats while it reduces
+    x0, idx0 = rng.standard_normal((n, 64)).astype(np.float32), rng.integers(-n, n, k)
+    x = Tensor(x0, device=device, requires_grad=True)
+    y = x[Tensor(idx0, device=device)]
+    (y * 2).sum().backward()
+    want = np.zeros_like(x0)
+    np.add.at(want, idx0 % n, 2.0)
+    np.testing.assert_array_equal(y.numpy(), x0[idx0])
+    np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+INDEX_MISUSE: list[tuple[str, str, Callable]] = [
+    ("bool_tensor", "bool Tensor mask .* mask.numpy()", lambda x: x[x > 0]),
+    ("float_tensor", "must be integers, got dtypes.float32", lambda x: x[Tensor([0.0])]),
+    ("float_list", "integers or bools, got dtype float64", lambda x: x[[0.5]]),
+    ("ragged_list", "rectangular", lambda x: x[[[0, 1], [2]]]),
+    ("tensors_in_list", "Tensor.stack", lambda x: x[[Tensor(0), Tensor(1)]]),
+    ("no_broadcast", r"shapes \[\(2,\), \(3,\)\] do not broadcast", lambda x: x[Tensor([0, 1]), Tensor([0, 1, 2])]),
+    ("mask_shape", r"mask of shape \(3,\) does not match axes 0..0 of shape \(2, 3\)", lambda x: x[[True] * 3]),
+    ("mask_length", r"mask of shape \(2,\) does not match axes 1..1", lambda x: x[:, [True] * 2]),
+    ("too_many", "too many indices", lambda x: x[[0], [0], [0]]),
+    ("two_ellipsis", "single ellipsis", lambda x: x[..., 0, ...]),
+    ("float", "unsupported index 1.5", lambda x: x[1.5]),
+    ("string", "unsupported index 'a'", lambda x: x["a"]),
+]
+
+
+@pytest.mark.parametrize("name,message,fn", INDEX_MISUSE, ids=[m[0] for m in INDEX_MISUSE])
+def test_index_misuse_raises_index_error(name: str, message: str, fn: Callable) -> None:
+    with pytest.raises(IndexError, match=message):
+        fn(Tensor.rand(2, 3))
 
 
 # *** misuse: TypeError for a wrong type, ValueError for a bad value or shape, IndexError for an out-of-range index

@@ -572,15 +572,43 @@ GETITEM = {
     "tensor_and_none": (None, slice(None), T([1, 2])),
     "tensor_then_ellipsis": (T([0, 2]), Ellipsis, slice(1, 3)),
     "tensor_none_tensor": (slice(None), T([2]), None, T([1])),
+    "list": [0, 2, 3],
+    "list_neg_repeat": [-1, 1, 1, -4],
+    "nested_list": [[0, 1], [3, 2]],
+    "empty_list": [],
+    "empty_tensor": T([], dtype=np.int64),
+    "tensor_int8": T([1, -1, -4], dtype=np.int8),
+    "tensor_uint8": T([3, 0], dtype=np.uint8),  # NOTE: integers, as numpy (torch reads uint8 as a deprecated mask)
+    "tensor_int32": T([[2], [0]], dtype=np.int32),
+    "tensor_0d": T(2),
+    "tensors_0d": (T(2), slice(None), T(-1)),
+    "list_then_int": ([0, 3], 1),
+    "list_slice_list": ([0, 3], slice(1, 4), [1, 5]),
+    "tensor_none_tensor_front": (T([0, 1]), None, T([1, 2])),
+    "tensor_ellipsis_tensor": (T([0, 1]), Ellipsis, T([1, 2])),
+    "lists_bcast": ([[0], [3]], [1, 2, 4]),
+    "repeat_2d": (T([1, 1, 1, -3]), T([2, 2, 0, 2])),
+    "three_tensors": (T([[0], [3]]), T([1, 1, 4]), T([5])),
+    "bool_list": [True, False, True, True],
+    "bool_list_2d": [[True, False, True, False, False]] * 2 + [[False] * 5, [True] * 5],
+    "bool_after_slice": (slice(None), [False, True, True, False, True]),
+    "bool_and_tensor": ([True, False, True, False], T([1, 4])),
+    "bool_true": True,
+    "bool_false": False,
+    "bool_true_and_list": ([0, 2], True),
 }
 
 
-def as_index(idx: Any, make: Callable) -> Any:
-    return (
-        tuple(make(i) if isinstance(i, np.ndarray) else i for i in idx)
-        if isinstance(idx, tuple)
-        else (make(idx) if isinstance(idx, np.ndarray) else idx)
-    )
+def as_index(idx: Any, make: Callable, lists: bool = False) -> Any:
+    """idx with its numpy arrays (and its lists, if `lists`) made into index tensors by `make`."""
+    convert = lambda i: make(i) if isinstance(i, np.ndarray) or (lists and isinstance(i, list)) else i
+    return tuple(convert(i) for i in idx) if isinstance(idx, tuple) else convert(idx)
+
+
+def torch_index(i: Any) -> Any:
+    """A torch index tensor for a list or array: int64, or bool for a mask (a nested list is one index, as numpy)."""
+    arr = np.asarray(i)
+    return torch.tensor(arr if arr.dtype == np.bool_ else arr.astype(np.int64))
 
 
 def has_neg_step(idx: Any) -> bool:
@@ -589,11 +617,7 @@ def has_neg_step(idx: Any) -> bool:
 
 @pytest.mark.parametrize("idx", list(GETITEM.values()), ids=list(GETITEM))
 def test_getitem(idx: Any, device: str) -> None:
-    torch_fn = (
-        None
-        if has_neg_step(idx) or torch is None
-        else (lambda x: x[as_index(idx, lambda i: torch.tensor(i, dtype=torch.int64))])
-    )
+    torch_fn = None if has_neg_step(idx) or torch is None else (lambda x: x[as_index(idx, torch_index, lists=True)])
     check_op(
         [(4, 5, 6)],
         lambda x: x[idx],
@@ -605,6 +629,23 @@ def test_getitem(idx: Any, device: str) -> None:
 
 def test_getitem_list_index(device: str) -> None:
     check_op([(4, 5)], lambda x: x[[0, 3]], lambda x: x[[0, 3]], device=device)
+    check_op([(4, 5)], lambda x: x[np.array([3, 0])], lambda x: x[np.array([3, 0])], device=device)
+    mask = np.array([[True, False, True, False, False]] * 4)
+    check_op([(4, 5)], lambda x: x[mask], lambda x: x[mask], device=device)
+    nothing = np.zeros(4, dtype=bool)
+    check_op([(4, 5)], lambda x: x[nothing], lambda x: x[nothing], device=device)
+
+
+@pytest.mark.parametrize("dtype", [np.int32, np.int8, np.bool_, np.float16])
+def test_getitem_keeps_dtype(dtype: Any, device: str) -> None:
+    x0 = np.arange(-6, 6).reshape(3, 4)
+    x0 = x0 % 3 == 0 if dtype == np.bool_ else x0.astype(dtype)
+    x = Tensor(x0, device=device)
+    for idx in ([2, 0, 2], (Tensor([1, -1], device=device), [[0], [3]]), (slice(None), Tensor([3, 1], device=device))):
+        want = x0[tuple(i.numpy() if isinstance(i, Tensor) else i for i in idx) if isinstance(idx, tuple) else idx]
+        got = x[idx]
+        assert got.dtype == x.dtype, f"x[{idx}] of {x.dtype} gave {got.dtype}"
+        np.testing.assert_array_equal(got.numpy(), want)
 
 
 def test_getitem_where_numpy_and_torch_differ(device: str) -> None:
@@ -623,6 +664,63 @@ def test_getitem_where_numpy_and_torch_differ(device: str) -> None:
         lambda x: x[:, Tensor([2], device=device), ..., Tensor([1], device=device)],
         device=device,
         torch_fn=lambda x: x[:, torch.tensor([2]), ..., torch.tensor([1])],
+    )
+
+
+def random_index(rng: np.random.Generator, shape: tuple[int, ...]) -> tuple:
+    """A random index for `shape`: ints, slices (negative steps too), None, an Ellipsis, and advanced indices on
+    random axes: lists, or arrays standing for Tensors, of random int dtypes with negative and repeated values in
+    broadcasting shapes, or else one 1-d bool mask."""
+    bshape = tuple(int(s) for s in rng.integers(1, 4, rng.integers(0, 3)))
+    mask_at = int(rng.integers(len(shape))) if rng.random() < 0.2 else -1
+    kinds = ["int", "slice"] if mask_at >= 0 else ["int", "slice", "list", "tensor"]
+    items: list[Any] = []
+    for d, size in enumerate(shape):
+        kind = "mask" if d == mask_at else rng.choice(kinds, p=[0.2, 0.8] if mask_at >= 0 else [0.15, 0.25, 0.3, 0.3])
+        if kind == "int":
+            items.append(int(rng.integers(-size, size)))
+        elif kind == "slice":
+            a, b = (int(v) if rng.random() < 0.7 else None for v in rng.integers(-size - 1, size + 1, 2))
+            items.append(slice(a, b, int(rng.choice([1, 1, 2, -1, -2]))))
+        elif kind == "mask":
+            items.append([bool(v) for v in rng.random(size) < 0.5])
+        else:
+            own = tuple(1 if rng.random() < 0.3 else s for s in bshape[rng.integers(len(bshape) + 1) :])
+            vals = rng.integers(-size, size, own).astype(rng.choice([np.int64, np.int32, np.int8]))
+            items.append(vals.tolist() if kind == "list" else vals)
+    a, b = sorted(int(v) for v in rng.integers(len(items) + 1, size=2))
+    # NOTE: an Ellipsis stands for the axes a..b (maybe none); without one, trailing axes are left out
+    items = items[:a] + [Ellipsis] + items[b:] if rng.random() < 0.3 else items[: rng.integers(1, len(items) + 1)]
+    if rng.random() < 0.3:
+        items.insert(rng.integers(len(items) + 1), None)
+    return tuple(items)
+
+
+def torch_semantics(x: np.ndarray, idx: tuple) -> np.ndarray:
+    """numpy indexing with PyTorch's placement rules (specgrad's): ints and 0-d index tensors apply first, and an
+    Ellipsis that covers no axis does not separate advanced indices. Each item but None and Ellipsis takes one axis
+    (masks are 1-d)."""
+    at = [k for k, i in enumerate(idx) if i is Ellipsis]
+    fill = [slice(None)] * (x.ndim - sum(1 for i in idx if i is not None and i is not Ellipsis))
+    items = list(idx[: at[0]]) + fill + list(idx[at[0] + 1 :]) if at else list(idx) + fill
+    is_int = lambda i: isinstance(i, int) or (isinstance(i, np.ndarray) and i.ndim == 0)
+    first = tuple(i if is_int(i) else slice(None) for i in items if i is not None)
+    return x[first][tuple(i for i in items if not is_int(i))]
+
+
+@pytest.mark.parametrize("seed", [*range(20), *(pytest.param(s, marks=pytest.mark.slow) for s in range(20, 300))])
+def test_getitem_random(seed: int, device: str) -> None:
+    rng = np.random.default_rng(seed)
+    shape = tuple(int(s) for s in rng.integers(1, 6, rng.integers(1, 5)))
+    idx = random_index(rng, shape)
+    torch_fn = None if torch is None or has_neg_step(idx) else (lambda x: x[as_index(idx, torch_index, lists=True)])
+    check_op(
+        [shape],
+        lambda x: torch_semantics(x, idx),
+        lambda x: x[as_index(idx, lambda i: Tensor(i, device=device))],
+        device=device,
+        torch_fn=torch_fn,
+        name=f"x[{idx}] for x of shape {shape}",
     )
 
 
