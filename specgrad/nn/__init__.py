@@ -1,4 +1,6 @@
-"""Neural network layers (PyTorch names, weight layouts and default initialisations). A model is a plain Python object.
+"""Neural network layers (PyTorch names, weight layouts and default initialisations; tinygrad 0.8's layers too). A model
+is a plain Python object. Constructors check their arguments and calls check their input's shape: TypeError for a
+wrong type, ValueError for a bad value, each naming it.
 
 Imports tensor, dtype, helpers and nn.state.
 """
@@ -6,9 +8,12 @@ Imports tensor, dtype, helpers and nn.state.
 from __future__ import annotations
 
 import math
+from typing import Any
+
+import numpy as np
 
 from specgrad.dtype import dtypes
-from specgrad.helpers import make_pair, prod
+from specgrad.helpers import prod
 from specgrad.nn.state import get_parameters, get_state_dict
 from specgrad.tensor import Tensor
 
@@ -23,7 +28,9 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "LayerNorm",
+    "LayerNorm2d",
     "GroupNorm",
+    "InstanceNorm",
     "InstanceNorm1d",
     "InstanceNorm2d",
     "Embedding",
@@ -32,9 +39,14 @@ __all__ = [
 ]
 
 
+# ***** parameters *****
+
+
 def _kaiming(*shape: int) -> Tensor:
     """PyTorch's default weight init, kaiming_uniform(a=sqrt(5)): U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in =
     prod(shape[1:])."""
+    if prod(shape) == 0:  # NOTE: nothing to draw (and a fan_in of 0 has no bound), as PyTorch's no-op init
+        return Tensor.zeros(*shape, requires_grad=True)
     return Tensor.kaiming_uniform(*shape, a=math.sqrt(5), requires_grad=True)
 
 
@@ -43,19 +55,78 @@ def _uniform_bias(n: int, fan_in: int) -> Tensor:
     return Tensor.uniform(n, low=-bound, high=bound, requires_grad=True)
 
 
-def _channel_shape(ndim: int) -> tuple[int, ...]:
-    """Broadcast shape for a per-channel (axis 1) vector against an (N, C, *spatial) input."""
-    return (1, -1) + (1,) * (ndim - 2)
+def _buffer(values: np.ndarray, requires_grad: bool = False) -> Tensor:
+    """A parameter or running statistic in a buffer of its own from the start.
+
+    NOTE: not Tensor.zeros/ones: a constant is folded into the kernels that read it, and the lazy cache gives equal
+    ones one shared buffer, so neither an in-place update (assign, load_state_dict) nor a TinyJit replay would reach
+    it until it had been replaced once."""
+    return Tensor(values, requires_grad=requires_grad).realize()
 
 
-def _check_groups(in_channels: int, out_channels: int, groups: int) -> None:
+def _affine(shape: tuple[int, ...]) -> tuple[Tensor, Tensor]:
+    """Trainable scale (ones) and shift (zeros)."""
+    float_np = dtypes.default_float.np
+    return _buffer(np.ones(shape, float_np), requires_grad=True), _buffer(np.zeros(shape, float_np), requires_grad=True)
+
+
+# ***** argument and input checks *****
+
+
+def _check_int(name: str, v: Any, low: int = 1) -> int:
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)):
+        raise TypeError(f"{name} must be an int, got {type(v).__name__} {v!r}")
+    if v < low:
+        raise ValueError(f"{name} must be {'at least 1' if low == 1 else 'non-negative'}, got {v}")
+    return int(v)
+
+
+def _per_axis(name: str, v: Any, dims: int, low: int = 1, lengths: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """An int for every axis, or a tuple of `dims` ints (or of one of `lengths`), each at least `low`."""
+    if isinstance(v, (list, tuple)):
+        if len(v) not in (dims, *lengths):
+            want = " or ".join(map(str, (dims, *lengths)))
+            raise ValueError(f"{name} must be an int or {want} ints for a {dims}-d layer, got {tuple(v)}")
+        return tuple(_check_int(name, x, low) for x in v)
+    return (_check_int(name, v, low),) * dims
+
+
+def _check_eps(eps: Any) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, (int, float, np.floating)):
+        raise TypeError(f"eps must be a number, got {type(eps).__name__} {eps!r}")
+    if not 0 <= eps < math.inf:
+        raise ValueError(f"eps must be a finite non-negative number, got {eps}")
+    return float(eps)
+
+
+def _check_groups(in_channels: int, out_channels: int, groups: Any) -> int:
+    groups = _check_int("groups", groups)
     if in_channels % groups or out_channels % groups:
         raise ValueError(f"in_channels {in_channels} and out_channels {out_channels} must divide by groups {groups}")
+    return groups
+
+
+def _check_tensor(layer: object, x: Any) -> None:
+    if not isinstance(x, Tensor):
+        raise TypeError(f"{type(layer).__name__} takes a Tensor, got {type(x).__name__}")
 
 
 def _check_ndim(layer: object, x: Tensor, allowed: tuple[int, ...]) -> None:
+    _check_tensor(layer, x)
     if x.ndim not in allowed:
         raise ValueError(f"{type(layer).__name__} expects a {' or '.join(map(str, allowed))}-d input, got {x.shape}")
+
+
+def _check_channels(layer: object, x: Tensor, channels: int) -> None:
+    """`x` is (N, C, *) with C == channels."""
+    _check_tensor(layer, x)
+    if x.ndim < 2 or x.shape[1] != channels:
+        raise ValueError(f"{type(layer).__name__} expects an (N, {channels}, ...) input, got {x.shape}")
+
+
+def _channel_shape(ndim: int) -> tuple[int, ...]:
+    """Broadcast shape for a per-channel (axis 1) vector against an (N, C, *spatial) input."""
+    return (1, -1) + (1,) * (ndim - 2)
 
 
 # ***** linear and convolution *****
@@ -65,15 +136,21 @@ class Linear:
     """y = x @ weight.T + bias, weight (out_features, in_features) as in PyTorch."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True):
+        self.in_features = _check_int("in_features", in_features, low=0)
+        self.out_features = _check_int("out_features", out_features, low=0)
         self.weight = _kaiming(out_features, in_features)
         self.bias = _uniform_bias(out_features, in_features) if bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
+        _check_tensor(self, x)
+        if x.ndim == 0 or x.shape[-1] != self.in_features:
+            raise ValueError(f"Linear expects an input whose last axis is {self.in_features}, got {x.shape}")
         return x.linear(self.weight.T, self.bias)
 
 
 class Conv2d:
-    """2-d convolution over (N, C, H, W); weight (out_channels, in_channels/groups, kh, kw) as in PyTorch."""
+    """2-d convolution over (N, C, H, W); weight (out_channels, in_channels/groups, kh, kw) as in PyTorch. padding:
+    an int, one per axis, "valid", "same", or (as tinygrad) two per axis in pad2d order (left, right, top, bottom)."""
 
     dims = 2
 
@@ -88,15 +165,18 @@ class Conv2d:
         groups: int = 1,
         bias: bool = True,
     ):
-        _check_groups(in_channels, out_channels, groups)
-        self.kernel_size = make_pair(kernel_size, self.dims)
-        self.stride, self.dilation, self.groups = make_pair(stride, self.dims), make_pair(dilation, self.dims), groups
+        self.in_channels = _check_int("in_channels", in_channels)
+        self.out_channels = _check_int("out_channels", out_channels)
+        self.groups = _check_groups(in_channels, out_channels, groups)
+        self.kernel_size = _per_axis("kernel_size", kernel_size, self.dims)
+        self.stride, self.dilation = _per_axis("stride", stride, self.dims), _per_axis("dilation", dilation, self.dims)
         self.padding = _conv_padding(padding, self.kernel_size, self.stride, self.dilation)
         self.weight = _kaiming(out_channels, in_channels // groups, *self.kernel_size)
         self.bias = _uniform_bias(out_channels, prod(self.weight.shape[1:])) if bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
         _check_ndim(self, x, (self.dims + 2,))
+        _check_channels(self, x, self.in_channels)
         return x.conv2d(self.weight, self.bias, self.groups, self.stride, self.dilation, self.padding)
 
 
@@ -119,7 +199,7 @@ def _conv_padding(
         return tuple(p for t in reversed(totals) for p in (t // 2, t - t // 2))
     if isinstance(padding, str):
         raise ValueError(f"padding must be an int, a tuple, 'valid' or 'same', got {padding!r}")
-    return make_pair(padding, len(kernel))
+    return _per_axis("padding", padding, len(kernel), low=0, lengths=(2 * len(kernel),))
 
 
 class ConvTranspose2d:
@@ -139,16 +219,23 @@ class ConvTranspose2d:
         groups: int = 1,
         bias: bool = True,
     ):
-        _check_groups(in_channels, out_channels, groups)
-        self.kernel_size, self.groups = make_pair(kernel_size, self.dims), groups
-        self.stride, self.padding = make_pair(stride, self.dims), make_pair(padding, self.dims)
-        self.output_padding, self.dilation = make_pair(output_padding, self.dims), make_pair(dilation, self.dims)
+        self.in_channels = _check_int("in_channels", in_channels)
+        self.out_channels = _check_int("out_channels", out_channels)
+        self.groups = _check_groups(in_channels, out_channels, groups)
+        self.kernel_size = _per_axis("kernel_size", kernel_size, self.dims)
+        self.stride, self.dilation = _per_axis("stride", stride, self.dims), _per_axis("dilation", dilation, self.dims)
+        self.padding = _per_axis("padding", padding, self.dims, low=0)
+        self.output_padding = _per_axis("output_padding", output_padding, self.dims, low=0)
+        if any(op >= max(s, d) for op, s, d in zip(self.output_padding, self.stride, self.dilation)):
+            raise ValueError(f"output_padding {self.output_padding} must be smaller than stride {self.stride} or "
+                             f"dilation {self.dilation} on each axis, as in PyTorch")  # fmt: skip
         # NOTE: PyTorch's fan_in for this layout is weight.shape[1] * prod(kernel), i.e. out_channels/groups based
         self.weight = _kaiming(in_channels, out_channels // groups, *self.kernel_size)
         self.bias = _uniform_bias(out_channels, prod(self.weight.shape[1:])) if bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
         _check_ndim(self, x, (self.dims + 2,))
+        _check_channels(self, x, self.in_channels)
         return x.conv_transpose2d(
             self.weight, self.bias, self.groups, self.stride, self.dilation, self.padding, self.output_padding
         )
@@ -165,7 +252,7 @@ class ConvTranspose1d(ConvTranspose2d):
 
 class BatchNorm2d:
     """Batch normalisation over (N, C, H, W): batch statistics in training (updating the running ones in place),
-    running statistics in eval."""
+    running statistics in eval. momentum=None keeps a cumulative average, as in PyTorch."""
 
     input_dims: tuple[int, ...] = (4,)
 
@@ -175,20 +262,25 @@ class BatchNorm2d:
         eps: float = 1e-5,
         affine: bool = True,
         track_running_stats: bool = True,
-        momentum: float = 0.1,
+        momentum: float | None = 0.1,
     ):
-        self.eps, self.momentum = eps, momentum
-        self.weight = Tensor.ones(num_features, requires_grad=True) if affine else None
-        self.bias = Tensor.zeros(num_features, requires_grad=True) if affine else None
+        self.num_features, self.eps = _check_int("num_features", num_features), _check_eps(eps)
+        if momentum is not None and (isinstance(momentum, bool) or not isinstance(momentum, (int, float))):
+            raise TypeError(f"momentum must be a number or None, got {type(momentum).__name__} {momentum!r}")
+        if momentum is not None and not 0 <= momentum <= 1:
+            raise ValueError(f"momentum must be in [0, 1] (or None for a cumulative average), got {momentum}")
+        self.momentum = momentum
+        self.weight, self.bias = _affine((num_features,)) if affine else (None, None)
         if track_running_stats:
-            self.running_mean = Tensor.zeros(num_features, requires_grad=False)
-            self.running_var = Tensor.ones(num_features, requires_grad=False)
-            self.num_batches_tracked = Tensor.zeros((), dtype=dtypes.int64, requires_grad=False)
+            self.running_mean = _buffer(np.zeros(num_features, dtypes.default_float.np))
+            self.running_var = _buffer(np.ones(num_features, dtypes.default_float.np))
+            self.num_batches_tracked = _buffer(np.zeros((), np.int64))
         else:
             self.running_mean = self.running_var = self.num_batches_tracked = None
 
     def __call__(self, x: Tensor) -> Tensor:
         _check_ndim(self, x, self.input_dims)
+        _check_channels(self, x, self.num_features)
         if not Tensor.training and self.running_mean is not None:
             return x.batchnorm(self.weight, self.bias, self.running_mean, (self.running_var + self.eps).rsqrt())
         if (n := prod(x.shape) // x.shape[1]) < 2:
@@ -202,10 +294,10 @@ class BatchNorm2d:
 
     def _update_running_stats(self, mean: Tensor, var: Tensor, n: int) -> None:
         """In-place (assign) exponential averages, realized at once, so a TinyJit-captured step replays them."""
-        m = self.momentum
+        count = self.num_batches_tracked.assign(self.num_batches_tracked + 1)
+        m = self.momentum if self.momentum is not None else 1 / count.cast(self.running_mean.dtype)
         self.running_mean.assign((1 - m) * self.running_mean + m * mean)
         self.running_var.assign((1 - m) * self.running_var + (m * n / (n - 1)) * var)  # unbiased, as PyTorch
-        self.num_batches_tracked.assign(self.num_batches_tracked + 1)
         # NOTE: optimizers realize only trainable params; left lazy, these would grow a graph across steps and be
         # missing from a TinyJit capture (which records only what runs during the call)
         Tensor.corealize([self.running_mean, self.running_var, self.num_batches_tracked])
@@ -220,54 +312,103 @@ class BatchNorm1d(BatchNorm2d):
 class LayerNorm:
     """Normalise over the trailing `normalized_shape` axes, then scale by weight and shift by bias."""
 
-    def __init__(self, normalized_shape: int | tuple[int, ...], eps: float = 1e-5, elementwise_affine: bool = True):
-        self.normalized_shape, self.eps = make_pair(normalized_shape, 1), eps
-        self.weight = Tensor.ones(*self.normalized_shape, requires_grad=True) if elementwise_affine else None
-        self.bias = Tensor.zeros(*self.normalized_shape, requires_grad=True) if elementwise_affine else None
+    def __init__(
+        self,
+        normalized_shape: int | tuple[int, ...],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+    ):
+        shape = normalized_shape if isinstance(normalized_shape, (tuple, list)) else (normalized_shape,)
+        self.normalized_shape = _per_axis("normalized_shape", shape, len(shape))
+        self.eps = _check_eps(eps)
+        self.weight, self.bias = _affine(self.normalized_shape) if elementwise_affine else (None, None)
+        self.bias = self.bias if bias else None
 
     def __call__(self, x: Tensor) -> Tensor:
+        _check_tensor(self, x)
         n = len(self.normalized_shape)
-        if tuple(x.shape[-n:]) != self.normalized_shape:
+        if x.ndim < n or tuple(x.shape[-n:]) != self.normalized_shape:
             raise ValueError(f"LayerNorm over {self.normalized_shape} got an input of shape {x.shape}")
         y = x.layernorm(tuple(range(-n, 0)), self.eps)
-        return y if self.weight is None else y * self.weight + self.bias
+        y = y if self.weight is None else y * self.weight
+        return y if self.bias is None else y + self.bias
+
+
+class LayerNorm2d:
+    """LayerNorm over the channel axis of (N, C, H, W) (tinygrad's LayerNorm2d): each pixel's C values are normalised,
+    then scaled and shifted per channel. The same as LayerNorm(C) applied to x.permute(0, 2, 3, 1)."""
+
+    def __init__(self, channels: int, eps: float = 1e-5, elementwise_affine: bool = True):
+        self.channels, self.eps = _check_int("channels", channels), _check_eps(eps)
+        self.weight, self.bias = _affine((channels,)) if elementwise_affine else (None, None)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        _check_ndim(self, x, (4,))
+        _check_channels(self, x, self.channels)
+        y = x.layernorm(1, self.eps)
+        if self.weight is None:
+            return y
+        return y * self.weight.reshape(_channel_shape(4)) + self.bias.reshape(_channel_shape(4))
 
 
 class GroupNorm:
     """Normalise each of `num_groups` channel groups of an (N, C, *) input, then a per-channel affine."""
 
     def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True):
+        self.num_groups = _check_int("num_groups", num_groups)
+        self.num_channels, self.eps = _check_int("num_channels", num_channels), _check_eps(eps)
         if num_channels % num_groups:
             raise ValueError(f"num_channels {num_channels} must divide by num_groups {num_groups}")
-        self.num_groups, self.eps = num_groups, eps
-        self.weight = Tensor.ones(num_channels, requires_grad=True) if affine else None
-        self.bias = Tensor.zeros(num_channels, requires_grad=True) if affine else None
+        self.weight, self.bias = _affine((num_channels,)) if affine else (None, None)
 
     def __call__(self, x: Tensor) -> Tensor:
-        if x.ndim < 2:
-            raise ValueError(f"{type(self).__name__} expects an (N, C, *) input, got {x.shape}")
+        _check_channels(self, x, self.num_channels)
         y = x.reshape(x.shape[0], self.num_groups, -1).layernorm(eps=self.eps).reshape(x.shape)
         if self.weight is None:
             return y
         return y * self.weight.reshape(_channel_shape(x.ndim)) + self.bias.reshape(_channel_shape(x.ndim))
 
 
-class InstanceNorm2d(GroupNorm):
-    """Normalise each channel of each sample of (N, C, H, W) over its spatial axes (PyTorch defaults: no affine)."""
+class InstanceNorm(GroupNorm):
+    """tinygrad's InstanceNorm: normalise each channel of each sample of an (N, C, *) input over the other axes,
+    then a per-channel affine (on by default, unlike PyTorch's InstanceNorm1d/2d)."""
 
-    input_dims: tuple[int, ...] = (4,)
+    input_dims: tuple[int, ...] = ()
 
-    # TODO: track_running_stats=True (running statistics for eval) is not supported
-    def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = False):
-        super().__init__(num_features, num_features, eps, affine)
+    def __init__(self, num_features: int, eps: float = 1e-5, affine: bool = True):
+        super().__init__(_check_int("num_features", num_features), num_features, eps, affine)
+        self.num_features = num_features
 
     def __call__(self, x: Tensor) -> Tensor:
-        _check_ndim(self, x, self.input_dims)
+        if self.input_dims:
+            _check_ndim(self, x, self.input_dims)
         return super().__call__(x)
 
 
+class InstanceNorm2d(InstanceNorm):
+    """Normalise each channel of each sample of (N, C, H, W) over its spatial axes (PyTorch's arguments and defaults:
+    no affine)."""
+
+    input_dims = (4,)
+
+    def __init__(
+        self,
+        num_features: int,
+        eps: float = 1e-5,
+        momentum: float = 0.1,
+        affine: bool = False,
+        track_running_stats: bool = False,
+    ):
+        if track_running_stats:
+            # TODO: running statistics for eval, as PyTorch's track_running_stats=True
+            raise ValueError(f"{type(self).__name__}(track_running_stats=True) is not supported: it normalises each "
+                             "sample with its own statistics in training and eval")  # fmt: skip
+        super().__init__(num_features, eps, affine)
+
+
 class InstanceNorm1d(InstanceNorm2d):
-    """Normalise each channel of each sample of (N, C, L) over L (PyTorch defaults: no affine)."""
+    """Normalise each channel of each sample of (N, C, L) over L (PyTorch's arguments and defaults: no affine)."""
 
     input_dims = (3,)
 
@@ -276,14 +417,17 @@ class InstanceNorm1d(InstanceNorm2d):
 
 
 class Embedding:
-    """Look up rows of weight (num_embeddings, embedding_dim) for an integer index tensor of any shape."""
+    """Look up rows of weight (num_embeddings, embedding_dim) for an integer index tensor of any shape. An index out
+    of [0, num_embeddings) gives a row of zeros (checking would read the indices back from the device)."""
 
     def __init__(self, num_embeddings: int, embedding_dim: int):
-        self.num_embeddings, self.embedding_dim = num_embeddings, embedding_dim
+        self.num_embeddings = _check_int("num_embeddings", num_embeddings)
+        self.embedding_dim = _check_int("embedding_dim", embedding_dim)
         self.weight = Tensor.randn(num_embeddings, embedding_dim, requires_grad=True)
 
     def __call__(self, idx: Tensor) -> Tensor:
-        if dtypes.is_float(idx.dtype):
+        _check_tensor(self, idx)
+        if dtypes.is_float(idx.dtype) or idx.dtype == dtypes.bool:
             raise TypeError(f"Embedding needs integer indices, got {idx.dtype}")
         vocab = Tensor.arange(self.num_embeddings, device=idx.device)
         onehot = (idx.unsqueeze(-1) == vocab).cast(self.weight.dtype)  # (*idx.shape, num_embeddings)
@@ -294,11 +438,14 @@ class Dropout:
     """Zero each element with probability p in training (scaling the rest by 1/(1-p)); identity in eval."""
 
     def __init__(self, p: float = 0.5):
+        if isinstance(p, bool) or not isinstance(p, (int, float)):
+            raise TypeError(f"dropout probability must be a number, got {type(p).__name__} {p!r}")
         if not 0 <= p <= 1:
             raise ValueError(f"dropout probability must be in [0, 1], got {p}")
         self.p = p
 
     def __call__(self, x: Tensor) -> Tensor:
+        _check_tensor(self, x)
         return x.dropout(self.p)
 
 

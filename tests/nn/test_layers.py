@@ -14,6 +14,7 @@ from helpers import check_op
 
 from specgrad import Device, Tensor, TinyJit, nn
 from specgrad.nn import get_parameters, get_state_dict
+from specgrad.nn.state import load_state_dict
 
 try:
     import torch
@@ -218,6 +219,41 @@ def test_instancenorm(dev: str) -> None:
         norm(Tensor.ones(2, 3, 4, 4))
 
 
+def test_layernorm2d(dev: str) -> None:
+    """tinygrad's LayerNorm2d: LayerNorm over the channels of each pixel of (N, C, H, W)."""
+    ln = nn.LayerNorm2d(3)
+    assert ln.weight.shape == ln.bias.shape == (3,)
+    ref = lambda x, w, b: np_affine(np_normalize(x, 1), w, b)
+    check_op([(2, 3, 4, 2), (3,), (3,)], ref, lambda x, w, b: with_params(ln, weight=w, bias=b)(x), device=dev)
+    ln = nn.LayerNorm2d(2, eps=0.1, elementwise_affine=False)
+    assert get_state_dict(ln) == {}
+    check_op([(1, 2, 3, 3)], lambda x: np_normalize(x, 1, 0.1), ln, device=dev, name="LayerNorm2d")
+
+
+def test_instancenorm_any_rank(dev: str) -> None:
+    """tinygrad's InstanceNorm: any (N, C, *) input, affine by default."""
+    norm = nn.InstanceNorm(2)
+    assert norm.weight.shape == (2,)
+    sg = lambda x, w, b: with_params(norm, weight=w, bias=b)(x)
+    for shape in ((2, 2, 5), (1, 2, 2, 3, 2)):
+        ref = lambda x, w, b: np_affine(np_normalize(x, tuple(range(2, x.ndim))), w, b)
+        check_op([shape, (2,), (2,)], ref, sg, device=dev)
+
+
+def test_layernorm_without_bias(dev: str) -> None:
+    ln = nn.LayerNorm(4, bias=False)
+    assert ln.bias is None and list(get_state_dict(ln)) == ["weight"]
+    sg = lambda x, w: with_params(ln, weight=w)(x)
+    check_op([(3, 4), (4,)], lambda x, w: np_normalize(x, -1) * w, sg, device=dev)
+
+
+def test_conv_padding_per_side(dev: str) -> None:
+    """tinygrad's padding form: two per axis in pad2d order (left, right, top, bottom)."""
+    conv = nn.Conv2d(2, 3, 3, padding=(1, 2, 0, 1), bias=False)
+    ref = lambda x, w: np_conv(np.pad(x, [(0, 0), (0, 0), (0, 1), (1, 2)]), w)
+    check_op([(1, 2, 4, 3), (3, 2, 3, 3)], ref, lambda x, w: with_params(conv, weight=w)(x), device=dev, atol=1e-5)
+
+
 def test_embedding(dev: str) -> None:
     emb = nn.Embedding(7, 4)
     for idx in (np.array([[1, 6, 0], [3, 3, 2]], np.int32), np.array([[[5]], [[5]]], np.int32), np.array(2, np.int32)):
@@ -261,6 +297,68 @@ def test_dropout(dev: str) -> None:
         nn.Dropout(1.5)
 
 
+BAD_ARGUMENTS = {  # a misuse, the exception, the message it must carry
+    "linear_float_size": (lambda: nn.Linear(5.0, 3), TypeError, r"in_features must be an int, got float"),
+    "linear_input": (lambda: nn.Linear(5, 3)(Tensor.ones(2, 4)), ValueError, r"last axis is 5, got \(2, 4\)"),
+    "linear_not_tensor": (lambda: nn.Linear(5, 3)([1.0] * 5), TypeError, r"Linear takes a Tensor, got list"),
+    "conv_channels": (lambda: nn.Conv2d(3, 4, 3)(Tensor.ones(1, 2, 5, 5)), ValueError, r"Conv2d expects an \(N, 3,"),
+    "conv_ndim": (lambda: nn.Conv2d(3, 4, 3)(Tensor.ones(3, 5, 5)), ValueError, r"Conv2d expects a 4-d input"),
+    "conv1d_kernel": (lambda: nn.Conv1d(3, 4, (3, 3)), ValueError, r"kernel_size must be an int or 1 ints"),
+    "conv_groups": (lambda: nn.Conv2d(4, 6, 3, groups=4), ValueError, r"out_channels 6 must divide by groups 4"),
+    "conv_groups_zero": (lambda: nn.Conv2d(4, 4, 3, groups=0), ValueError, r"groups must be at least 1"),
+    "conv_stride": (lambda: nn.Conv2d(3, 4, 3, stride=0), ValueError, r"stride must be at least 1, got 0"),
+    "conv_padding": (lambda: nn.Conv2d(3, 4, 3, padding=(1, 2, 3)), ValueError, r"padding must be an int or 2 or 4"),
+    "conv_padding_word": (lambda: nn.Conv2d(3, 4, 3, padding="full"), ValueError, r"'valid' or 'same', got 'full'"),
+    "conv_small_input": (lambda: nn.Conv2d(3, 4, 3)(Tensor.ones(1, 3, 2, 2)), ValueError, r"larger than the input"),
+    "conv_transpose_channels": (
+        lambda: nn.ConvTranspose2d(3, 4, 3)(Tensor.ones(1, 4, 5, 5)),
+        ValueError,
+        r"ConvTranspose2d expects an \(N, 3,",
+    ),
+    "conv_transpose_output_padding": (
+        lambda: nn.ConvTranspose2d(2, 2, 3, stride=2, output_padding=2),
+        ValueError,
+        r"output_padding \(2, 2\) must",
+    ),
+    "batchnorm_channels": (lambda: nn.BatchNorm2d(3)(Tensor.ones(2, 4, 2, 2)), ValueError, r"BatchNorm2d .*\(N, 3,"),
+    "batchnorm1d_ndim": (lambda: nn.BatchNorm1d(3)(Tensor.ones(2, 3, 2, 2)), ValueError, r"2 or 3-d input"),
+    "batchnorm_eps": (lambda: nn.BatchNorm2d(3, eps=-1e-5), ValueError, r"eps must be a finite non-negative"),
+    "batchnorm_eps_type": (lambda: nn.BatchNorm2d(3, eps="small"), TypeError, r"eps must be a number, got str"),
+    "batchnorm_momentum": (lambda: nn.BatchNorm2d(3, momentum=1.5), ValueError, r"momentum must be in \[0, 1\]"),
+    "layernorm_eps_nan": (lambda: nn.LayerNorm(4, eps=float("nan")), ValueError, r"eps must be a finite"),
+    "layernorm_shape": (lambda: nn.LayerNorm((3, 4))(Tensor.ones(2, 4, 3)), ValueError, r"LayerNorm over \(3, 4\)"),
+    "layernorm2d_ndim": (lambda: nn.LayerNorm2d(3)(Tensor.ones(2, 3, 4)), ValueError, r"LayerNorm2d expects a 4-d"),
+    "layernorm2d_channels": (lambda: nn.LayerNorm2d(3)(Tensor.ones(1, 4, 2, 2)), ValueError, r"\(N, 3, \.\.\.\)"),
+    "groupnorm_zero_groups": (lambda: nn.GroupNorm(0, 4), ValueError, r"num_groups must be at least 1, got 0"),
+    "groupnorm_groups": (lambda: nn.GroupNorm(3, 4), ValueError, r"num_channels 4 must divide by num_groups 3"),
+    "groupnorm_channels": (lambda: nn.GroupNorm(2, 4)(Tensor.ones(2, 6, 3)), ValueError, r"GroupNorm .*\(N, 4,"),
+    "instancenorm_channels": (lambda: nn.InstanceNorm1d(3)(Tensor.ones(2, 4, 5)), ValueError, r"\(N, 3, \.\.\.\)"),
+    "instancenorm_running_stats": (
+        lambda: nn.InstanceNorm2d(3, track_running_stats=True),
+        ValueError,
+        r"track_running_stats=True\) is not supp",
+    ),
+    "embedding_float": (lambda: nn.Embedding(7, 4)(Tensor([1.0])), TypeError, r"integer indices, got .*float32"),
+    "embedding_size": (lambda: nn.Embedding(0, 4), ValueError, r"num_embeddings must be at least 1, got 0"),
+    "dropout_type": (lambda: nn.Dropout("0.5"), TypeError, r"dropout probability must be a number, got str"),
+    "dropout_range": (lambda: nn.Dropout(1.5), ValueError, r"dropout probability must be in \[0, 1\], got 1.5"),
+}
+
+
+@pytest.mark.parametrize("case", list(BAD_ARGUMENTS.values()), ids=list(BAD_ARGUMENTS))
+def test_bad_arguments(case: tuple) -> None:
+    """Misuse raises TypeError or ValueError (never an AssertionError or ZeroDivisionError) saying what is wrong."""
+    misuse, error, message = case
+    with pytest.raises(error, match=message):
+        misuse()
+
+
+def test_empty_linear() -> None:
+    """in_features 0, as PyTorch allows: the output is the bias."""
+    lin = nn.Linear(0, 3)
+    np.testing.assert_allclose(lin(Tensor.ones(2, 0)).numpy(), np.broadcast_to(lin.bias.numpy(), (2, 3)))
+
+
 # ***** vs torch.nn, with the weights copied by state dict key *****
 
 
@@ -286,6 +384,15 @@ def torch_mha(embed: int, heads: int, causal: bool = False, bias: bool = True) -
         return m(x, x, x, need_weights=False, attn_mask=mask)[0]
 
     return m, call
+
+
+def permuted(m: Any) -> tuple[Any, Callable]:
+    """A channels-last torch layer applied to (N, C, H, W)."""
+    return m, lambda x: m(x.permute(0, 2, 3, 1)).permute(0, 3, 1, 2)
+
+
+def padded(m: Any, pad: tuple[int, ...]) -> tuple[Any, Callable]:
+    return m, lambda x: m(torch.nn.functional.pad(x, pad))
 
 
 TORCH_CASES = {  # specgrad layer, torch layer (or (module, call)), input shape (or int index array)
@@ -321,6 +428,15 @@ TORCH_CASES = {  # specgrad layer, torch layer (or (module, call)), input shape 
         (2, 3, 5),
     ),
     "instancenorm2d": (lambda: nn.InstanceNorm2d(3), lambda: torch.nn.InstanceNorm2d(3), (2, 3, 3, 3)),
+    "instancenorm_5d": (lambda: nn.InstanceNorm(2), lambda: torch.nn.InstanceNorm3d(2, affine=True), (2, 2, 3, 2, 2)),
+    "layernorm2d": (lambda: nn.LayerNorm2d(3), lambda: permuted(torch.nn.LayerNorm(3)), (2, 3, 4, 5)),
+    "layernorm_nobias": (lambda: nn.LayerNorm(5, bias=False), lambda: torch.nn.LayerNorm(5, bias=False), (3, 5)),
+    "batchnorm1d_eval": (lambda: nn.BatchNorm1d(3), lambda: torch.nn.BatchNorm1d(3).eval(), (4, 3, 2)),
+    "conv2d_pad_per_side": (
+        lambda: nn.Conv2d(2, 3, 3, padding=(1, 2, 0, 1)),
+        lambda: padded(torch.nn.Conv2d(2, 3, 3), (1, 2, 0, 1)),
+        (2, 2, 4, 3),
+    ),
     "embedding": (lambda: nn.Embedding(7, 4), lambda: torch.nn.Embedding(7, 4), np.array([[1, 6, 0], [3, 3, 2]])),
     "mha": (lambda: nn.MultiHeadAttention(8, 2), lambda: torch_mha(8, 2), (2, 5, 8)),
     "mha_causal": (lambda: nn.MultiHeadAttention(8, 4, causal=True), lambda: torch_mha(8, 4, causal=True), (2, 5, 8)),
@@ -392,9 +508,10 @@ def test_batchnorm_running_stats(shape: tuple, dev: str) -> None:
     assert bn.num_batches_tracked.numpy() == 3  # eval leaves the statistics alone
 
 
-def test_batchnorm_train_eval_vs_torch(dev: str) -> None:
+@pytest.mark.parametrize("momentum", [0.2, None], ids=["momentum", "cumulative"])
+def test_batchnorm_train_eval_vs_torch(momentum: float | None, dev: str) -> None:
     pytest.importorskip("torch")
-    bn, tbn = nn.BatchNorm2d(3, momentum=0.2), torch.nn.BatchNorm2d(3, momentum=0.2)
+    bn, tbn = nn.BatchNorm2d(3, momentum=momentum), torch.nn.BatchNorm2d(3, momentum=momentum)
     randomize(bn)
     to_torch(bn, tbn)
     rng = np.random.default_rng(0)
@@ -438,6 +555,20 @@ def test_batchnorm_jit_replays_running_stats(dev: str) -> None:
     mean, var = np_batchnorm_steps(xs, 0.1)[1][-1]
     np.testing.assert_allclose(bn.running_mean.numpy(), mean, atol=1e-5, rtol=1e-5)
     np.testing.assert_allclose(bn.running_var.numpy(), var, atol=1e-5, rtol=1e-5)
+    assert bn.num_batches_tracked.numpy() == 4
+
+
+def test_loaded_weights_reach_a_captured_step(dev: str) -> None:
+    """Norm weights live in buffers from the start (not constants folded into kernels), so load_state_dict after a
+    capture, which assigns in place, changes what the replays compute."""
+    ln = nn.LayerNorm(4)
+    step = TinyJit(lambda x: ln(x).realize())
+    x_np = np.random.default_rng(0).normal(0, 1, (2, 4)).astype(np.float32)
+    for _ in range(3):
+        np.testing.assert_allclose(step(Tensor(x_np)).numpy(), np_normalize(x_np, -1), atol=1e-5)
+    w, b = np.arange(4, dtype=np.float32), np.full(4, 0.5, np.float32)
+    load_state_dict(ln, {"weight": Tensor(w), "bias": Tensor(b)})
+    np.testing.assert_allclose(step(Tensor(x_np)).numpy(), np_normalize(x_np, -1) * w + b, atol=1e-5)
 
 
 # ***** default initialisation *****
