@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 
 from specgrad import mlops
-from specgrad.device import Device
+from specgrad.device import Device, DeviceUnavailable
 from specgrad.dtype import DType, dtypes, to_dtype
 from specgrad.helpers import all_int, argfix, ceildiv, flatten, make_pair, prod
 from specgrad.lazy import LazyBuffer, full_const
@@ -48,7 +48,7 @@ class Tensor:
     def __init__(
         self, data: Any, device: str | None = None, dtype: DType | str | None = None, requires_grad: bool | None = None
     ):
-        device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        device = _device_name(device) if device is not None else Device.DEFAULT
         want = to_dtype(dtype) if dtype is not None else None
         if isinstance(data, LazyBuffer):
             lb = data.copy_to_device(device)
@@ -175,7 +175,7 @@ class Tensor:
         return self
 
     def to(self, device: str) -> Tensor:
-        device = Device.canonicalize(device)
+        device = _device_name(device)
         if device == self.device:
             return self
         ret = Tensor._wrap(self.lazydata.copy_to_device(device), self.requires_grad)
@@ -206,12 +206,18 @@ class Tensor:
     ) -> Tensor:
         shape = _shape_arg(shape)
         dtype = to_dtype(dtype) if dtype is not None else dtypes.from_py(value)
-        device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        device = _device_name(device) if device is not None else Device.DEFAULT
         return Tensor._wrap(full_const(value, shape, dtype, device), requires_grad)
 
     @staticmethod
-    def full(shape: tuple[sint, ...] | int, fill_value: Scalar, **kwargs: Any) -> Tensor:
-        return Tensor._const(shape if isinstance(shape, tuple) else (shape,), fill_value, **kwargs)
+    def full(shape: Sequence[sint] | int, fill_value: Scalar, **kwargs: Any) -> Tensor:
+        if not isinstance(fill_value, (bool, int, float, np.bool_, np.integer, np.floating)):
+            raise TypeError(
+                f"fill_value must be a number, got {type(fill_value).__name__}"
+                + (": use .expand(shape) or .repeat() for a Tensor" if isinstance(fill_value, Tensor) else "")
+            )
+        shape = tuple(shape) if isinstance(shape, (tuple, list)) else (shape,)
+        return Tensor._const(shape, fill_value.item() if isinstance(fill_value, np.generic) else fill_value, **kwargs)
 
     @staticmethod
     def zeros(*shape: Any, **kwargs: Any) -> Tensor:
@@ -248,6 +254,16 @@ class Tensor:
         return Tensor(np.arange(start, stop, step, dtype=to_dtype(dtype).np), **kwargs)
 
     @staticmethod
+    def linspace(start: int | float, stop: int | float, steps: int, **kwargs: Any) -> Tensor:
+        """`steps` evenly spaced values from start to stop, both included (torch.linspace)."""
+        if not isinstance(steps, int) or isinstance(steps, bool):
+            raise TypeError(f"linspace steps must be an int, got {steps!r}")
+        if steps < 0:
+            raise ValueError(f"linspace steps must be non-negative, got {steps}")
+        dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
+        return Tensor(np.linspace(start, stop, steps).astype(dtype.np), **kwargs)
+
+    @staticmethod
     def eye(n: int, m: int | None = None, **kwargs: Any) -> Tensor:
         dtype = to_dtype(kwargs.pop("dtype", dtypes.default_float))
         return Tensor(np.eye(n, m, dtype=dtype.np), **kwargs)
@@ -264,7 +280,7 @@ class Tensor:
         generator (Tensor.manual_seed) at creation, so values follow creation order. A TinyJit replay, which
         creates nothing, takes the next seed when it runs: the same sequence as running the step without the jit."""
         shape, dtype = _shape_arg(shape), to_dtype(dtype) if dtype is not None else dtypes.default_float
-        device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        device = _device_name(device) if device is not None else Device.DEFAULT
         seeds = [int(Tensor._rng.integers(2**63))]
 
         def fill(buf: Any) -> None:
@@ -390,6 +406,8 @@ class Tensor:
 
     def reshape(self, shape: Any, *args: Any) -> Tensor:
         new = argfix(shape, *args)
+        if not all(_is_size(s) for s in new):
+            raise TypeError(f"reshape sizes must be integers, got {new}")
         if sum(1 for s in new if s == -1) > 1 or any(isinstance(s, int) and s < -1 for s in new):
             raise ValueError(f"bad shape {new} for reshape of {self.shape}: use at most one -1 and no other negatives")
         if -1 in new:
@@ -423,6 +441,24 @@ class Tensor:
         axes = tuple(self._dim(a) for a in argfix(axis, *args))
         return Tensor._apply(mlops.Flip, self, axis=axes) if axes else self
 
+    def roll(self, shifts: int | Sequence[int], dims: int | Sequence[int] | None = None) -> Tensor:
+        """Shift elements along dims, wrapping around (torch.roll); without dims, over the flattened tensor."""
+        if dims is None:
+            return self.flatten().roll(shifts, 0).reshape(self.shape)
+        shifts, dims = argfix(shifts), argfix(dims)
+        if len(shifts) != len(dims) or not all(_is_size(s) for s in shifts):
+            raise ValueError(f"roll needs one int shift per dim, got shifts {shifts} and dims {dims}")
+        x = self
+        for shift, dim in zip(shifts, dims):
+            d = self._dim(dim)
+            n = self.shape[d]
+            k = int(shift) % n if n else 0
+            if k:
+                tail, head = [None] * self.ndim, [None] * self.ndim
+                tail[d], head[d] = (n - k, n), (0, n - k)
+                x = x.shrink(tail).cat(x.shrink(head), dim=d)
+        return x
+
     def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
         """Keep [begin, end) on each axis (None keeps the whole axis)."""
         if len(arg) != self.ndim:
@@ -437,9 +473,7 @@ class Tensor:
 
     def pad(self, arg: Sequence[tuple[int, int] | None], value: Scalar = 0.0) -> Tensor:
         """Pad (before, after) on each axis (None for none); negative amounts crop."""
-        if len(arg) != self.ndim:
-            raise ValueError(f"pad needs one (before, after) per dimension of shape {self.shape}, got {arg}")
-        norm = tuple((0, 0) if a is None else (int(a[0]), int(a[1])) for a in arg)
+        norm = _pad_pairs(arg, self.shape)
         x = self.shrink(tuple((-min(b, 0), s + min(e, 0)) for (b, e), s in zip(norm, self.shape)))
         grow = tuple((max(b, 0), max(e, 0)) for b, e in norm)
         if all(b == 0 and e == 0 for b, e in grow):
@@ -467,6 +501,8 @@ class Tensor:
         if self.ndim == 0:
             return self.reshape(1)
         s, e = self._dim(start_dim), self._dim(end_dim)
+        if s > e:
+            raise ValueError(f"flatten start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape})")
         return self.reshape(*self.shape[:s], prod(self.shape[s : e + 1]), *self.shape[e + 1 :])
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
@@ -493,6 +529,8 @@ class Tensor:
 
     def repeat(self, repeats: Any, *args: Any) -> Tensor:
         reps = argfix(repeats, *args)
+        if not all(_is_size(r) and r >= 0 for r in reps):
+            raise ValueError(f"repeat counts must be non-negative integers, got {reps}")
         if len(reps) < self.ndim:
             raise ValueError(f"repeat needs at least {self.ndim} counts for shape {self.shape}, got {reps}")
         base = (1,) * (len(reps) - self.ndim) + tuple(self.shape)
@@ -524,6 +562,8 @@ class Tensor:
     def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         if not tensors:
             raise ValueError("stack needs at least one tensor")
+        if not all(isinstance(t, Tensor) for t in tensors):
+            raise TypeError(f"stack needs Tensors, got {[type(t).__name__ for t in tensors]}")
         first, *rest = tensors
         d = first._dim(dim, extra=1)
         if any(t.shape != first.shape for t in rest):
@@ -545,6 +585,8 @@ class Tensor:
         )
 
     def chunk(self, chunks: int, dim: int = 0) -> tuple[Tensor, ...]:
+        if not isinstance(chunks, int) or isinstance(chunks, bool):
+            raise TypeError(f"chunk count must be an int, got {chunks!r}")
         if chunks <= 0:
             raise ValueError(f"chunk count must be positive, got {chunks}")
         n = self.shape[self._dim(dim)]
@@ -691,6 +733,8 @@ class Tensor:
         if not reverse and isinstance(x, (int, float)) and not isinstance(x, bool):
             return self._pow_scalar(x)
         base, exponent = self._broadcasted(x, reverse)
+        if not dtypes.is_float(base.dtype):  # NOTE: exact like torch's integer pow (float64 holds ints up to 2^53)
+            return base.cast(dtypes.float64).pow(exponent.cast(dtypes.float64)).round().cast(base.dtype)
         base, exponent = base._float(), exponent._float()
         mag = (exponent * base.abs().log()).exp()
         # NOTE: a negative base gives a real result only for whole exponents; (-1)^y decides its sign
@@ -702,6 +746,8 @@ class Tensor:
 
     def _pow_scalar(self, x: int | float) -> Tensor:
         """self ** x for a Python number: the sign rule is decided in Python, not in the graph."""
+        if isinstance(x, int) and x < 0 and not dtypes.is_float(self.dtype):
+            raise ValueError(f"integers to negative integer powers are not allowed ({self.dtype} ** {x}): cast first")
         if x == 0:
             ones = self.ones_like(dtype=self._float().dtype if isinstance(x, float) else self.dtype)
             return _no_grad_through(self, ones)
@@ -754,6 +800,16 @@ class Tensor:
         x, y = x._broadcast_shapes(y)
         return Tensor._apply(mlops.Where, cond, x, y)
 
+    def masked_fill(self, mask: Tensor, value: Tensor | Scalar) -> Tensor:
+        """`value` where the bool `mask` holds, self elsewhere (torch.Tensor.masked_fill)."""
+        if not isinstance(mask, Tensor) or mask.dtype != dtypes.bool:
+            raise TypeError(f"masked_fill needs a bool Tensor mask, got {getattr(mask, 'dtype', type(mask).__name__)}")
+        return mask.where(value, self)
+
+    def lerp(self, end: Tensor | Scalar, weight: Tensor | Scalar) -> Tensor:
+        """self + weight * (end - self) (torch.lerp)."""
+        return self + (end - self if isinstance(end, Tensor) else -self + end) * weight
+
     def clip(self, min_: Scalar | None = None, max_: Scalar | None = None) -> Tensor:
         ret = self if min_ is None else self.maximum(min_)
         return ret if max_ is None else ret.minimum(max_)
@@ -770,6 +826,25 @@ class Tensor:
 
     def tanh(self) -> Tensor:
         return 2.0 * ((2.0 * self).sigmoid()) - 1.0
+
+    def sinh(self) -> Tensor:
+        return (self.exp() - (-self).exp()) * 0.5
+
+    def cosh(self) -> Tensor:
+        return (self.exp() + (-self).exp()) * 0.5
+
+    def asinh(self) -> Tensor:
+        # NOTE: odd, computed on |x| so a large negative x does not cancel (x + sqrt(x^2 + 1) would round to 0)
+        neg = self < 0
+        ax = neg.where(-self, self)
+        ret = (ax + (ax * ax + 1).sqrt()).log()
+        return neg.where(-ret, ret)
+
+    def acosh(self) -> Tensor:
+        return (self + (self * self - 1).sqrt()).log()
+
+    def atanh(self) -> Tensor:
+        return ((1 + self) / (1 - self)).log() * 0.5
 
     def relu6(self) -> Tensor:
         return self.relu() - (self - 6).relu()
@@ -943,6 +1018,13 @@ class Tensor:
     def __neg__(self) -> Tensor:
         return self.neg()
 
+    def __abs__(self) -> Tensor:
+        return self.abs()
+
+    def __iter__(self) -> Iterator[Tensor]:
+        """The sub-tensors along the first axis, as torch."""
+        return (self[i] for i in range(len(self)))
+
     def __add__(self, x: Any) -> Tensor:
         return self.add(x)
 
@@ -1008,7 +1090,7 @@ class Tensor:
     def _axes(self, axis: int | Sequence[int] | None) -> tuple[int, ...]:
         if axis is None:
             return tuple(range(self.ndim))
-        axes = (axis,) if isinstance(axis, int) else tuple(axis)
+        axes = tuple(axis) if isinstance(axis, (tuple, list)) else (axis,)
         return tuple(sorted({self._dim(a) for a in axes}))
 
     def _reduce(self, fn: type[mlops.Function], axis: int | Sequence[int] | None, keepdim: bool) -> Tensor:
@@ -1240,6 +1322,8 @@ class Tensor:
     def one_hot(self, num_classes: int) -> Tensor:
         if not isinstance(num_classes, int) or num_classes < 1:
             raise ValueError(f"one_hot needs num_classes >= 1, got {num_classes!r}")
+        if not dtypes.is_int(self.dtype):
+            raise TypeError(f"one_hot needs an integer tensor of classes, got {self.dtype}")
         return _onehot(self, num_classes).cast(dtypes.default_int)
 
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
@@ -1324,13 +1408,43 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
     return arr
 
 
+def _is_size(s: Any) -> bool:
+    """An int (not a bool), a numpy integer, or a symbolic size."""
+    return (isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))) or hasattr(s, "vars")
+
+
 def _shape_arg(shape: Sequence[Any]) -> tuple[sint, ...]:
     shape = tuple(shape)
-    if any(isinstance(s, int) and s < 0 for s in shape) or not all(
-        isinstance(s, (int, np.integer)) or hasattr(s, "vars") for s in shape
-    ):
+    if not all(_is_size(s) for s in shape):
+        raise TypeError(f"bad shape {shape}: dimensions must be integers")
+    if any(isinstance(s, (int, np.integer)) and s < 0 for s in shape):
         raise ValueError(f"bad shape {shape}: dimensions must be non-negative integers")
     return tuple(int(s) if isinstance(s, (int, np.integer)) else s for s in shape)
+
+
+def _device_name(device: Any) -> str:
+    """A device name from the device table ('clang', 'GPU:0'): ValueError naming the known ones for any other."""
+    if not isinstance(device, str):
+        raise TypeError(f"a device is a name such as 'CLANG', got {device!r} of type {type(device).__name__}")
+    try:
+        return Device.canonicalize(device)
+    except DeviceUnavailable as e:  # NOTE: canonicalize only looks the name up; a missing driver is raised on use
+        raise ValueError(str(e)) from None
+
+
+def _pad_pairs(arg: Sequence[Any], shape: tuple[sint, ...]) -> tuple[tuple[int, int], ...]:
+    """Tensor.pad's (before, after) per axis as ints, None as (0, 0); a negative amount may crop the axis away."""
+    if not isinstance(arg, (tuple, list)) or len(arg) != len(shape):
+        raise ValueError(f"pad needs one (before, after) or None per dimension of shape {shape}, got {arg}")
+    ret = []
+    for d, (a, s) in enumerate(zip(arg, shape)):
+        if a is not None and (not isinstance(a, (tuple, list)) or len(a) != 2 or not all(_is_size(v) for v in a)):
+            raise TypeError(f"pad amounts must be (before, after) pairs of ints or None, got {a!r} for dim {d}")
+        b, e = (0, 0) if a is None else (int(a[0]), int(a[1]))
+        if isinstance(s, int) and -min(b, 0) - min(e, 0) > s:
+            raise ValueError(f"pad {(b, e)} crops {-min(b, 0) - min(e, 0)} from dim {d} of size {s} (shape {shape})")
+        ret.append((b, e))
+    return tuple(ret)
 
 
 def broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:

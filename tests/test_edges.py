@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from specgrad import Tensor
+from specgrad import Tensor, dtypes
 
 try:
     import torch
@@ -200,6 +200,68 @@ def test_integer_division_matches_torch(device: str) -> None:
         np.testing.assert_array_equal(floor_div, (ta // tb).numpy())
 
 
+INT_DTYPES = [np.int8, np.uint8, np.int16, np.int32, np.int64]
+
+
+@pytest.mark.parametrize("dtype", INT_DTYPES)
+def test_integer_floordiv_and_mod_floor_like_python(dtype: type, device: str) -> None:
+    """// rounds towards minus infinity and % takes the divisor's sign, in the tensor's own dtype: numpy and torch
+    agree on that. Dividing by 0 gives 0 (numpy's result, with its warning; torch raises ZeroDivisionError)."""
+    signed = np.iinfo(dtype).min < 0
+    a0 = np.array([7, -7, 7, -7, 0, 6, -1, 100, -128, 127, 5] if signed else [7, 0, 6, 255, 13, 5], dtype)
+    b0 = np.array([2, 2, -2, -2, 3, -3, 4, -7, -1, 1, 0] if signed else [2, 3, 4, 16, 1, 0], dtype)
+    a, b = Tensor(a0, device=device), Tensor(b0, device=device)
+    with np.errstate(divide="ignore", over="ignore"):
+        want_div, want_mod = a0 // b0, a0 % b0
+    for got, want in ((a // b, want_div), (a % b, want_mod)):
+        assert got.dtype.np == np.dtype(dtype), f"{got.dtype} for {np.dtype(dtype)}"
+        np.testing.assert_array_equal(got.numpy(), want)
+    if torch is not None:  # NOTE: torch raises for the 0 divisor and cannot hold uint16+; compare the rest
+        ta, tb = torch.tensor(a0[:-1]), torch.tensor(b0[:-1])
+        np.testing.assert_array_equal((a // b).numpy()[:-1], (ta // tb).numpy())
+        np.testing.assert_array_equal((a % b).numpy()[:-1], (ta % tb).numpy())
+    np.testing.assert_array_equal((a // 3).numpy(), a0 // dtype(3))
+    np.testing.assert_array_equal((a % 3).numpy(), a0 % dtype(3))
+
+
+def test_integer_true_division_and_powers(device: str) -> None:
+    a0 = np.array([7, -7, 1, 0], np.int32)
+    a = Tensor(a0, device=device)
+    assert (a / 2).dtype == dtypes.float32 and (a / a.abs().maximum(1)).dtype == dtypes.float32  # numpy: float64
+    np.testing.assert_allclose((a / 2).numpy(), a0 / 2)
+    assert (a**2).dtype == dtypes.int32 and (a**2).numpy().tolist() == [49, 49, 1, 0]
+    assert (a**0.5).dtype == dtypes.float32
+    b0, e0 = np.array([7, -3, 2, 0, -1, 2], np.int32), np.array([11, 3, -1, 0, -3, 30], np.int32)
+    p = Tensor(b0, device=device) ** Tensor(e0, device=device)  # NOTE: exact, and a negative power truncates to 0
+    assert p.dtype == dtypes.int32 and p.numpy().tolist() == [7**11, -27, 0, 1, -1, 2**30]
+    assert (2 ** Tensor([2, -3, 4], device=device)).numpy().tolist() == [4, 0, 16]
+    if torch is not None:
+        assert (torch.tensor(a0) / 2).dtype == torch.float32
+        assert (torch.tensor(b0) ** torch.tensor(e0)).tolist() == p.numpy().tolist()
+        assert (2 ** torch.tensor([2, -3, 4])).tolist() == [4, 0, 16]
+        with pytest.raises(RuntimeError, match="negative integer powers"):
+            torch.tensor(a0) ** -1
+    with pytest.raises(ValueError, match="negative integer powers"):
+        np.array([2]) ** -1
+
+
+def test_asinh_of_large_negative_values_does_not_cancel(device: str) -> None:
+    x0 = np.array([-1e4, -30.0, 0.0, 30.0, 1e4], np.float32)
+    value, (g,) = grads(lambda t: t.asinh(), x0, device=device)
+    np.testing.assert_allclose(value, np.arcsinh(x0.astype(np.float64)), rtol=1e-6)
+    np.testing.assert_allclose(g, 1 / np.sqrt(x0.astype(np.float64) ** 2 + 1), rtol=1e-5)
+
+
+def test_creation_takes_what_torch_takes(device: str) -> None:
+    assert Tensor.full([2, 3], 1.5, device=device).numpy().tolist() == [[1.5] * 3] * 2
+    assert Tensor.full(2, np.float32(0.5), device=device).dtype == dtypes.float32
+    assert Tensor.full((2,), np.int64(3), device=device).numpy().tolist() == [3, 3]
+    assert Tensor.full((), True, device=device).dtype == dtypes.bool
+    assert Tensor([1.0], device=device.lower()).device == device
+    assert [t.tolist() for t in Tensor([[1, 2], [3, 4]], device=device)] == [[1, 2], [3, 4]]
+    assert abs(Tensor([-2, 3], device=device)).tolist() == [2, 3]
+
+
 @pytest.mark.parametrize("dtype", [np.int32, np.int8, np.uint8, np.int64])
 def test_xor_of_integers_is_bitwise(dtype: type, device: str) -> None:
     info = np.iinfo(dtype)
@@ -379,6 +441,33 @@ MISUSE: list[tuple[str, type[Exception], str, Callable]] = [
     ("item", ValueError, r"\(2, 3\)", lambda: A().item()),
     ("backward_no_graph", ValueError, "does not require grad", lambda: A().backward()),
     ("backward_not_scalar", ValueError, r"\(2,\)", lambda: (Tensor.rand(2, requires_grad=True) * 2).backward()),
+    ("pad_crops_too_much", ValueError, r"\(-2, -1\) crops 3 from dim 0 of size 2", lambda: A().pad([(-2, -1), None])),
+    ("pad2d_crops_too_much", ValueError, "crops 4 from dim 1 of size 3", lambda: A().pad2d((-4, 0))),
+    ("pad_float", TypeError, r"pairs of ints or None, got \(0.5, 0\) for dim 0", lambda: A().pad([(0.5, 0), None])),
+    ("pad_not_pairs", TypeError, "got 1 for dim 0", lambda: A().pad((1, 2))),
+    ("pad_length", ValueError, r"per dimension of shape \(2, 3\)", lambda: A().pad([(1, 1)])),
+    ("full_fill_str", TypeError, "fill_value must be a number, got str", lambda: Tensor.full((2, 3), "x")),
+    ("full_fill_tensor", TypeError, "expand", lambda: Tensor.full((2,), Tensor(1.0))),
+    ("full_shape_float", TypeError, r"\(2.5,\): dimensions must be integers", lambda: Tensor.full(2.5, 1.0)),
+    ("full_shape_negative", ValueError, r"\(2, -1\)", lambda: Tensor.full([2, -1], 1.0)),
+    ("zeros_shape_float", TypeError, r"\(2.0, 3\)", lambda: Tensor.zeros(2.0, 3)),
+    ("to_unknown", ValueError, "unknown device 'FOO'; known devices: CLANG, GPU, CPU", lambda: A().to("FOO")),
+    ("device_unknown", ValueError, "unknown device 'TPU'", lambda: Tensor([1.0], device="TPU")),
+    ("to_not_a_name", TypeError, "got 3 of type int", lambda: A().to(3)),
+    ("reshape_float", TypeError, r"\(2.0, 3\)", lambda: A().reshape(2.0, 3)),
+    ("repeat_negative", ValueError, r"\(-1, 1\)", lambda: A().repeat(-1, 1)),
+    ("flatten_order", ValueError, "start_dim 1 comes after end_dim 0", lambda: A().flatten(1, 0)),
+    ("chunk_float", TypeError, "1.5", lambda: A().chunk(1.5)),
+    ("one_hot_float", TypeError, "float32", lambda: Tensor([0.5]).one_hot(3)),
+    ("stack_type", TypeError, r"\['Tensor', 'int'\]", lambda: Tensor.stack([A(), 3])),
+    ("int_pow_negative", ValueError, "negative integer powers", lambda: Tensor([2, 3]) ** -1),
+    ("max_axis_float", TypeError, "1.0 of type float", lambda: A().max(1.0)),
+    ("iter_0d", TypeError, "0-d", lambda: list(Tensor(1.0))),
+    ("roll_lengths", ValueError, r"shifts \(1, 2\) and dims \(0,\)", lambda: A().roll((1, 2), 0)),
+    ("roll_dim", IndexError, "dimension 2", lambda: A().roll(1, 2)),
+    ("linspace_steps", ValueError, "-1", lambda: Tensor.linspace(0, 1, -1)),
+    ("linspace_steps_type", TypeError, "2.5", lambda: Tensor.linspace(0, 1, 2.5)),
+    ("masked_fill_mask", TypeError, "float32", lambda: A().masked_fill(A(), 0.0)),
 ]
 
 

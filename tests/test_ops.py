@@ -130,6 +130,12 @@ UNARY = [
     Op("silu", 1, lambda x: x * sigmoid(x), Tensor.silu, F and F.silu),
     Op("sigmoid", 1, sigmoid, Tensor.sigmoid, torch and torch.sigmoid, low=-6, high=6),
     Op("tanh", 1, np.tanh, Tensor.tanh, torch and torch.tanh, low=-4, high=4, atol=1e-5),
+    Op("sinh", 1, np.sinh, Tensor.sinh, torch and torch.sinh, low=-4, high=4, atol=1e-5),
+    Op("cosh", 1, np.cosh, Tensor.cosh, torch and torch.cosh, low=-4, high=4, atol=1e-5),
+    Op("asinh", 1, np.arcsinh, Tensor.asinh, torch and torch.asinh, low=-6, high=6, atol=1e-5),
+    Op("acosh", 1, np.arccosh, Tensor.acosh, torch and torch.acosh, low=1.2, high=6, atol=1e-5),
+    Op("atanh", 1, np.arctanh, Tensor.atanh, torch and torch.atanh, low=-0.9, high=0.9, atol=1e-5),
+    Op("abs_builtin", 1, np.abs, abs, abs),
     Op("hardtanh", 1, lambda x: np.clip(x, -1, 1), Tensor.hardtanh, F and F.hardtanh),
     Op("softplus", 1, softplus, Tensor.softplus, F and F.softplus, low=-6, high=6, atol=1e-5),
     Op("softsign", 1, lambda x: x / (1 + np.abs(x)), Tensor.softsign, F and F.softsign),
@@ -169,6 +175,10 @@ BINARY = [
     Op("mul", 2, np.multiply, Tensor.mul, torch and torch.mul),
     Op("div", 2, np.divide, Tensor.div, torch and torch.div, low=0.5, atol=1e-5),
     Op("maximum", 2, np.maximum, Tensor.maximum, torch and torch.maximum),
+    Op("lerp_0.3", 2, lambda x, y: x + 0.3 * (y - x), lambda x, y: x.lerp(y, 0.3),
+       torch and (lambda x, y: torch.lerp(x, y, 0.3))),
+    Op("lerp_scalar_end", 2, lambda x, w: x + w * (1.5 - x), lambda x, w: x.lerp(1.5, w),
+       torch and (lambda x, w: torch.lerp(x, torch.full_like(x, 1.5), w))),
     Op("minimum", 2, np.minimum, Tensor.minimum, torch and torch.minimum),
     Op("pow", 2, np.power, Tensor.pow, torch and torch.pow, low=0.5, atol=1e-5),
     Op("lt", 2, np.less, lambda x, y: x < y, lambda x, y: x < y),
@@ -781,6 +791,37 @@ def test_repeat(device: str) -> None:
         torch_fn=lambda x: x.repeat(2, 1, 3),
     )
     check_op([()], lambda x: np.tile(x, 3), lambda x: x.repeat(3), device=device)
+
+
+@pytest.mark.parametrize(
+    "shifts,dims", [(1, 0), (-2, 1), (7, -1), ((1, -3), (0, 2)), ((2, 2), (1, 1)), (0, 0), (5, None), (-3, None)]
+)
+def test_roll(shifts: Any, dims: Any, device: str) -> None:
+    check_op(
+        [(3, 4, 5)],
+        lambda x: np.roll(x, shifts, dims),
+        lambda x: x.roll(shifts, dims),
+        device=device,
+        torch_fn=lambda x: torch.roll(x, shifts, dims),
+    )
+
+
+def test_linspace_and_masked_fill(device: str) -> None:
+    for start, stop, steps in [(0, 1, 5), (-2.5, 3, 7), (3, -1, 4), (1, 2, 1), (0, 1, 0)]:
+        got = Tensor.linspace(start, stop, steps, device=device)
+        assert got.dtype == dtypes.float32 and got.device == device
+        np.testing.assert_allclose(got.numpy(), np.linspace(start, stop, steps), rtol=1e-6, atol=1e-6)
+        if torch is not None:
+            np.testing.assert_allclose(got.numpy(), torch.linspace(start, stop, steps).numpy(), rtol=1e-6, atol=1e-6)
+    mask = np.array([[True, False, True, False]] * 3)
+    check_op(
+        [(3, 4), mask],
+        lambda x, m: np.where(m, -1.0, x),
+        lambda x, m: x.masked_fill(m, -1.0),
+        device=device,
+        torch_fn=lambda x, m: x.masked_fill(m, -1.0),
+    )
+    check_op([(3, 4), mask[0]], lambda x, m: np.where(m, 0.0, x), lambda x, m: x.masked_fill(m, 0), device=device)
 
 
 @pytest.mark.parametrize("i", range(3))
