@@ -25,17 +25,6 @@ from specgrad.shape.symbolic import sint, sym_infer
 Scalar = int | float | bool
 
 
-# NOTE: large matmuls pack w into panels of PACK_PANEL columns first (Tensor._dot_packed); the copy is one pass over w,
-# repaid when x has many rows
-PACK_PANEL, PACK_MIN = 32, 512
-
-
-def _worth_packing(x: Tensor, w: Tensor) -> bool:
-    rows, (k, n) = prod(x.shape[:-1]), w.shape
-    sizes = (rows, k, n)
-    return all(isinstance(s, int) and s >= PACK_MIN for s in sizes) and n % PACK_PANEL == 0  # type: ignore[operator]
-
-
 class Tensor:
     """An n-dimensional array on a device, computed lazily; `backward()` fills `.grad`."""
 
@@ -185,6 +174,9 @@ class Tensor:
 
     def assign(self, x: Tensor | Any) -> Tensor:
         """Replace this tensor's value in place (same shape and dtype); used by optimizers."""
+        if self.device.startswith("DISK"):  # NOTE: runtime/ops_disk.py maps files read-only
+            raise ValueError(f"cannot assign to a tensor on {self.device}: disk tensors are read-only (nothing was "
+                             "written); save tensors with specgrad.nn.state.safe_save")  # fmt: skip
         x = x if isinstance(x, Tensor) else Tensor(x, device=self.device, dtype=self.dtype)
         if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
             raise ValueError(
@@ -229,8 +221,11 @@ class Tensor:
 
     @staticmethod
     def empty(*shape: Any, dtype: DType | str | None = None, device: str | None = None, **kwargs: Any) -> Tensor:
+        """Uninitialised memory; on "disk:/path/to/file", the file's first bytes, mapped read-only (docs/devices.md)."""
         dtype = to_dtype(dtype) if dtype is not None else dtypes.default_float
-        return Tensor(np.empty(_shape_arg(argfix(*shape)), dtype=dtype.np), device=device, **kwargs)
+        device = Device.canonicalize(device) if device is not None else Device.DEFAULT
+        lb = LazyBuffer.loadop(LoadOps.EMPTY, _shape_arg(argfix(*shape)), dtype, device)
+        return Tensor(lb, device=device, **kwargs).realize()  # NOTE: allocates (or maps the file) now
 
     def full_like(self, fill_value: Scalar, **kwargs: Any) -> Tensor:
         kwargs.setdefault("dtype", self.dtype)
@@ -1200,21 +1195,9 @@ class Tensor:
             raise ValueError(
                 f"matmul batch shapes {self.shape[:-2]} and {w.shape[:-2]} do not broadcast: {self.shape} @ {w.shape}"
             ) from None
-        if n1 >= 1 and n2 == 2 and _worth_packing(self, w):
-            return self._dot_packed(w)
         x = self.reshape(*self.shape[:-1], *[1] * min(n1 - 1, n2 - 1, 1), self.shape[-1])
         w = w.reshape(*w.shape[:-2], *[1] * min(n1 - 1, n2 - 1, 1), *w.shape[-min(n2, 2) :]).transpose(-1, -min(n2, 2))
         return (x * w).sum(-1)
-
-    def _dot_packed(self, w: Tensor) -> Tensor:
-        """self @ w with w first copied into column panels (N/P, K, P), each one contiguous block, as BLAS packs its
-        operands: the kernel then reads one panel for many rows of self while it stays in cache (a row-major w read
-        by columns touches one cache set per row when N is a power of two, and evicts itself)."""
-        (k, n), p = w.shape, PACK_PANEL
-        panels = w.reshape(k, n // p, p).permute(1, 0, 2).contiguous()  # (N/P, K, P)
-        x = self.reshape(*self.shape[:-1], 1, k, 1)
-        out = (x * panels).sum(-2)  # (..., N/P, P)
-        return out.reshape(*self.shape[:-1], n)
 
     def linear(self, weight: Tensor, bias: Tensor | None = None) -> Tensor:
         """self @ weight + bias, with weight of shape (in, out) as in tinygrad (a 1-d weight scales)."""
