@@ -116,21 +116,16 @@ class LazyOp:
     src: tuple[LazyOp, ...] = ()
     arg: Any = None
 
-    @functools.cached_property
-    def _key(self) -> tuple:
-        return (self.op, tuple(s._key for s in self.src), self.arg)
-
     def __hash__(self) -> int:
         return self._hashval
 
     @functools.cached_property
     def _hashval(self) -> int:
-        return hash(self._key)
+        # NOTE: from the sources' cached hashes: hashing the nested tree (a DAG: x*x reads x twice) was exponential
+        return hash((self.op, tuple(s._hashval for s in self.src), self.arg))
 
     def __eq__(self, other: object) -> bool:
-        return self is other or (
-            isinstance(other, LazyOp) and self._hashval == other._hashval and self._key == other._key
-        )
+        return self is other or (isinstance(other, LazyOp) and _same_tree(self, other, set()))
 
     def lazyops(self) -> list[LazyOp]:
         """Every node of the tree, parents after their sources, without repeats."""
@@ -204,6 +199,19 @@ _FLOP_RULES: dict[type, Callable[..., FlopCounter]] = {
     BinaryOps: _elementwise,
     TernaryOps: _elementwise,
 }
+
+
+def _same_tree(a: LazyOp, b: LazyOp, equal: set[tuple[int, int]]) -> bool:
+    """Structural equality; each pair of nodes is compared once (two equal DAGs compared path by path would take
+    time exponential in their depth)."""
+    if a is b or (id(a), id(b)) in equal:
+        return True
+    if a._hashval != b._hashval or a.op != b.op or a.arg != b.arg or len(a.src) != len(b.src):
+        return False
+    if not all(_same_tree(x, y, equal) for x, y in zip(a.src, b.src)):
+        return False
+    equal.add((id(a), id(b)))
+    return True
 
 
 def get_lazyop_info(ast: LazyOp) -> FlopCounter:

@@ -9,6 +9,7 @@ Imports helpers, flags, shape, ops and lazy.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import replace
 
 from specgrad.dtype import DType
@@ -314,24 +315,23 @@ def _pack_operand(si: ScheduleItem) -> list[ScheduleItem]:
     copy = LazyOp(BufferOps.STORE, (LazyOp(BufferOps.LOAD, (), MemBuffer(1, load.arg.dtype, ShapeTracker((src,)))),),
                   MemBuffer(0, load.arg.dtype, ShapeTracker.from_shape((n // p, k, p))))  # fmt: skip
     # the kernel with its `axis` split in (N/P, P), reading the panels where it read w
-    split = [x for x in si.ast.lazyops() if x.op in (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)]
-    strides = [0] * (len(view.shape) + 1)
-    strides[axis], strides[axis + 1], strides[red + (red > axis)] = k * p, 1, p
-    shape = _split_shape(view.shape, axis)
-    sts = {id(x): _split_st(x.arg.st, axis) for x in split}
+    buffer_ops = (BufferOps.LOAD, BufferOps.CONST, BufferOps.STORE)
+    sts = {x: _split_st(x.arg.st, axis) for x in si.ast.lazyops() if x.op in buffer_ops}
     if any(st is None for st in sts.values()):
         return [si]
-    packed = MemBuffer(len(si.inputs) + 1, load.arg.dtype, ShapeTracker((View.create(shape, tuple(strides)),)))
+    strides = [0] * (len(view.shape) + 1)
+    strides[axis], strides[axis + 1], strides[red + (red > axis)] = k * p, 1, p
+    packed = MemBuffer(len(si.inputs) + 1, load.arg.dtype,
+                       ShapeTracker((View.create(_split_shape(view.shape, axis), tuple(strides)),)))  # fmt: skip
 
-    def rebuild(x: LazyOp) -> LazyOp:
-        if x is load:
+    def rebuild(x: LazyOp, srcs: tuple[LazyOp, ...]) -> LazyOp:
+        if x == load:
             return LazyOp(BufferOps.LOAD, (), packed)
-        if id(x) in sts:
-            return LazyOp(x.op, tuple(rebuild(s) for s in x.src), replace(x.arg, st=sts[id(x)]))
-        arg = _split_shape(x.arg, axis) if x.op in ReduceOps else x.arg
-        return LazyOp(x.op, tuple(rebuild(s) for s in x.src), arg)
+        if x in sts:
+            return LazyOp(x.op, srcs, replace(x.arg, st=sts[x]))
+        return LazyOp(x.op, srcs, _split_shape(x.arg, axis) if x.op in ReduceOps else x.arg)
 
-    ast, inputs = _renumber(rebuild(si.ast), (*si.inputs, panels))
+    ast, inputs = _renumber(_rewrite(si.ast, rebuild), (*si.inputs, panels))
     return [ScheduleItem(copy, panels, (operand,)), ScheduleItem(ast, si.out, inputs, si.var_vals)]
 
 
@@ -392,24 +392,22 @@ def _split_reduce(si: ScheduleItem) -> list[ScheduleItem]:
     chunked = (*full[:axis], s, full[axis] // s, *full[axis + 1 :])
     partial_shape = (*reduce.arg[:axis], s, 1, *reduce.arg[axis + 1 :])
 
-    def chunk(x: LazyOp) -> LazyOp:
+    def chunk(x: LazyOp, srcs: tuple[LazyOp, ...]) -> LazyOp:
         if x.op in (BufferOps.LOAD, BufferOps.CONST):
             return LazyOp(x.op, (), replace(x.arg, st=x.arg.st.reshape(chunked)))
-        return LazyOp(x.op, tuple(chunk(src) for src in x.src), x.arg)
+        return LazyOp(x.op, srcs, x.arg)
 
     dtype, partials = info.dtype, _scratch(si.out, partial_shape, info.dtype)
     first, first_inputs = _renumber(
-        LazyOp(BufferOps.STORE, (LazyOp(reduce.op, (chunk(reduce.src[0]),), partial_shape),),
+        LazyOp(BufferOps.STORE, (LazyOp(reduce.op, (_rewrite(reduce.src[0], chunk),), partial_shape),),
                MemBuffer(0, dtype, ShapeTracker.from_shape(partial_shape))), si.inputs)  # fmt: skip
     read = ShapeTracker.from_shape(partial_shape).reshape((*reduce.arg[:axis], s, *reduce.arg[axis + 1 :]))
     load = LazyOp(BufferOps.LOAD, (), MemBuffer(len(si.inputs) + 1, dtype, read))
 
-    def second(x: LazyOp) -> LazyOp:
-        if x is reduce:
-            return LazyOp(reduce.op, (load,), reduce.arg)
-        return LazyOp(x.op, tuple(second(src) for src in x.src), x.arg)
+    def second(x: LazyOp, srcs: tuple[LazyOp, ...]) -> LazyOp:
+        return LazyOp(reduce.op, (load,), reduce.arg) if x == reduce else LazyOp(x.op, srcs, x.arg)
 
-    ast, inputs = _renumber(second(si.ast), (*si.inputs, partials))
+    ast, inputs = _renumber(_rewrite(si.ast, second), (*si.inputs, partials))
     return [ScheduleItem(first, partials, first_inputs, si.var_vals), ScheduleItem(ast, si.out, inputs, si.var_vals)]
 
 
@@ -445,9 +443,24 @@ def _renumber(ast: LazyOp, inputs: tuple[LazyBuffer, ...]) -> tuple[LazyOp, tupl
     used = dedup(x.arg.idx for x in ast.lazyops() if x.op is BufferOps.LOAD)
     new_idx = {old: i + 1 for i, old in enumerate(used)}
 
-    def rebuild(x: LazyOp) -> LazyOp:
-        if x.op is BufferOps.LOAD:
-            return LazyOp(x.op, (), replace(x.arg, idx=new_idx[x.arg.idx]))
-        return LazyOp(x.op, tuple(rebuild(src) for src in x.src), x.arg)
+    def rebuild(x: LazyOp, srcs: tuple[LazyOp, ...]) -> LazyOp:
+        return (
+            LazyOp(x.op, (), replace(x.arg, idx=new_idx[x.arg.idx]))
+            if x.op is BufferOps.LOAD
+            else LazyOp(x.op, srcs, x.arg)
+        )
 
-    return rebuild(ast), tuple(inputs[i - 1] for i in used)
+    return _rewrite(ast, rebuild), tuple(inputs[i - 1] for i in used)
+
+
+def _rewrite(ast: LazyOp, fn: Callable[[LazyOp, tuple[LazyOp, ...]], LazyOp]) -> LazyOp:
+    """`ast` rebuilt bottom-up, `fn(node, its rewritten sources)` making each node. A subtree shared in the ast is
+    rewritten once: a kernel's ast is a DAG (x*x reads x twice), and a plain tree walk is exponential in its depth."""
+    memo: dict[LazyOp, LazyOp] = {}
+
+    def walk(x: LazyOp) -> LazyOp:
+        if x not in memo:
+            memo[x] = fn(x, tuple(walk(src) for src in x.src))
+        return memo[x]
+
+    return walk(ast)

@@ -195,3 +195,14 @@ def test_backward_graph_schedules_and_matches() -> None:
     mask = (x.numpy() @ w.numpy() > 0).astype(np.float32)
     np.testing.assert_allclose(w.grad.numpy(), x.numpy().T @ mask, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(x.grad.numpy(), mask @ w.numpy().T, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("n", [2**10, 2**20], ids=["one-kernel", "split-reduce"])
+def test_deep_chain_reading_each_value_twice_schedules_in_linear_time(n: int) -> None:
+    """x = x*x*0.001 + x reads x three times per step: the ast is a DAG of 2**40 paths at 40 steps. Hashing the
+    nested tree or rewriting it without sharing (the split reduce, packing) never finished."""
+    x0 = np.random.default_rng(0).random(n).astype(np.float32)
+    x, want = Tensor(x0, device="CPU"), x0.astype(np.float64)
+    for _ in range(40):
+        x, want = x * x * 0.001 + x, want * want * 0.001 + want
+    np.testing.assert_allclose(x.sum().numpy(), want.sum(), rtol=1e-4)
