@@ -25,7 +25,7 @@ from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.codegen.uops import render_uops
 from specgrad.dtype import DType
 from specgrad.flags import CACHEDIR, CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU, OPT
-from specgrad.helpers import atomic_write, cores, dedup
+from specgrad.helpers import atomic_write, cores
 from specgrad.ops import LazyOp, Op, get_lazyop_info
 from specgrad.shape.symbolic import Variable, sint, sym_infer
 
@@ -187,11 +187,18 @@ class LRUAllocator(Allocator):
         self.cache.clear()
 
 
+HOST_ALIGN = 64
+
+
 class HostAllocator(LRUAllocator):
     """Host memory as numpy byte arrays, shared by the CPU and CLANG devices; readable in place."""
 
     def _alloc(self, nbytes: int) -> np.ndarray:
-        return np.empty(nbytes, dtype=np.uint8)
+        # NOTE: aligned to a cache line (64 bytes, one AVX-512 vector): malloc gives 16, and where a buffer starts
+        # then changed from run to run, so did a kernel's speed (vector loads across cache lines)
+        raw = np.empty(nbytes + HOST_ALIGN, dtype=np.uint8)
+        skip = -raw.ctypes.data % HOST_ALIGN
+        return raw[skip : skip + nbytes]
 
     def as_memoryview(self, opaque: np.ndarray) -> memoryview:
         return memoryview(opaque)
@@ -489,7 +496,8 @@ class Compiled:
         """The runner of each ast; the kernels new to this process are lowered, then compiled together."""
         # NOTE: the OPT flag is read here, not when the device was made, so Context(OPT=0) takes effect at once
         opts = replace(self.opts, optimize=self.opts.optimize and bool(OPT))
-        new = [ast for ast in dedup(asts) if (ast, opts) not in self.runners]
+        found = {ast: self.runners.get((ast, opts)) for ast in asts}  # NOTE: one lookup each: ast equality costs
+        new = [ast for ast, runner in found.items() if runner is None]
         programs: list[tuple[Program, str]] = []
 
         def sources() -> Iterator[tuple[str, str]]:  # NOTE: a generator: each kernel compiles while the next lowers
@@ -502,8 +510,9 @@ class Compiled:
             for ast, (prg, src), lib in zip(new, programs, libs):
                 dims = prg.global_size if prg.global_size is not None else prg.output_shape
                 fxn = self.runtime(prg, lib)
-                self.runners[(ast, opts)] = Runner(self._display_name(prg.name), ast, self.name, fxn, dims, src)
-        return [self.runners[(ast, opts)] for ast in asts]
+                found[ast] = self.runners[(ast, opts)] = Runner(self._display_name(prg.name), ast, self.name, fxn,
+                                                                dims, src)  # fmt: skip
+        return [found[ast] for ast in asts]  # type: ignore[misc]
 
     def _lower(self, ast: LazyOp, opts: LinearizerOptions) -> tuple[Program, str]:
         """linearize and render one ast, refusing dtypes the device lacks."""

@@ -129,6 +129,11 @@ class LazyOp:
 
     def lazyops(self) -> list[LazyOp]:
         """Every node of the tree, parents after their sources, without repeats."""
+        return list(self._lazyops)
+
+    @functools.cached_property
+    def _lazyops(self) -> tuple[LazyOp, ...]:
+        # NOTE: cached: the scheduler's passes and the kernel optimiser each walk the same kernel's ast
         seen: dict[LazyOp, None] = {}
 
         def visit(x: LazyOp) -> None:
@@ -139,7 +144,7 @@ class LazyOp:
             seen[x] = None
 
         visit(self)
-        return list(seen)
+        return tuple(seen)
 
     def vars(self) -> list[Variable]:
         """The shape Variables in this ast's buffers, in a canonical order."""
@@ -203,14 +208,17 @@ _FLOP_RULES: dict[type, Callable[..., FlopCounter]] = {
 
 def _same_tree(a: LazyOp, b: LazyOp, equal: set[tuple[int, int]]) -> bool:
     """Structural equality; each pair of nodes is compared once (two equal DAGs compared path by path would take
-    time exponential in their depth)."""
-    if a is b or (id(a), id(b)) in equal:
+    time exponential in their depth). A plain loop, not all(...): this runs on every kernel cache lookup."""
+    if a._hashval != b._hashval or a.op is not b.op or len(a.src) != len(b.src):
+        return False
+    if (key := (id(a), id(b))) in equal:
         return True
-    if a._hashval != b._hashval or a.op != b.op or a.arg != b.arg or len(a.src) != len(b.src):
+    for x, y in zip(a.src, b.src):
+        if x is not y and not _same_tree(x, y, equal):
+            return False
+    if a.arg != b.arg:
         return False
-    if not all(_same_tree(x, y, equal) for x, y in zip(a.src, b.src)):
-        return False
-    equal.add((id(a), id(b)))
+    equal.add(key)
     return True
 
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from specgrad.device import Buffer, Device
+from specgrad.device import Buffer, Device, Runner
 from specgrad.lazy import LazyBuffer
-from specgrad.ops import BufferOps, LazyOp, LoadOps, ScheduleItem
+from specgrad.ops import BufferOps, LoadOps, ScheduleItem
 from specgrad.schedule import create_schedule
 from specgrad.shape.symbolic import Node, Variable
 
@@ -40,8 +40,8 @@ def _copy(bufs: list[Buffer], var_vals: dict[Variable, int]) -> None:
 
 
 def run_schedule(schedule: list[ScheduleItem]) -> None:
-    _prepare_runners(schedule)
-    for si in schedule:
+    runners = _prepare_runners(schedule)
+    for i, si in enumerate(schedule):
         missing = [x for x in si.inputs if x.realized is None]
         if missing:
             raise RuntimeError(f"schedule out of order: inputs {missing} of {si.out} are not realized")
@@ -54,7 +54,7 @@ def run_schedule(schedule: list[ScheduleItem]) -> None:
         elif si.ast.op is LoadOps.CUSTOM:
             _exec(ExecItem(lambda bufs, var_vals, fn=si.ast.arg: fn(*bufs), [buf, *inputs], {}))
         elif _is_kernel(si):
-            runner = Device[out.device].get_runner(si.ast)
+            runner = runners[i]
             if target is not None and not _in_place_is_safe(si, target):
                 tmp = Buffer(out.device, _numel(out), out.dtype)
                 _exec(ExecItem(runner.exec, [tmp, *inputs], si.var_vals))
@@ -68,14 +68,17 @@ def _is_kernel(si: ScheduleItem) -> bool:
     return si.ast.op not in (LoadOps.FROM, LoadOps.CUSTOM, LoadOps.EMPTY) and _numel(si.out) > 0
 
 
-def _prepare_runners(schedule: list[ScheduleItem]) -> None:
-    """Get every kernel's runner before the first one runs, so a compiled device builds the new ones together."""
-    asts: dict[str, list[LazyOp]] = {}
-    for si in schedule:
+def _prepare_runners(schedule: list[ScheduleItem]) -> dict[int, Runner]:
+    """Every kernel's runner by its position in `schedule`, got before the first one runs, so a compiled device
+    builds the new ones together."""
+    kernels: dict[str, list[int]] = {}
+    for i, si in enumerate(schedule):
         if _is_kernel(si):
-            asts.setdefault(si.out.device, []).append(si.ast)
-    for device, device_asts in asts.items():
-        Device[device].get_runners(device_asts)
+            kernels.setdefault(si.out.device, []).append(i)
+    runners: dict[int, Runner] = {}
+    for device, positions in kernels.items():
+        runners.update(zip(positions, Device[device].get_runners([schedule[i].ast for i in positions])))
+    return runners
 
 
 def _in_place_is_safe(si: ScheduleItem, target: Buffer) -> bool:

@@ -4,6 +4,9 @@ Rules: elementwise ops fuse into their consumers; elementwise ops fuse into the 
 one reduce fuses into the elementwise kernel after it when that kernel is its only consumer and sees it
 through a plain reshape; movement ops are views folded into the loads' ShapeTrackers, except that a base is
 computed on its own when a view would recompute it (an expand) or when padding would change it (f(0) != 0).
+Then each kernel's ast is rewritten where the graph asks for it: a repeated read through a reshape of a permuted
+view is copied once (_flatten_reads), a long reduce is cut in two (_split_reduce), a large column-walked matmul
+operand is packed into panels (_pack_operand).
 Imports helpers, flags, shape, ops and lazy.
 """
 
@@ -47,7 +50,8 @@ def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     done: set[LazyBuffer] = set()
     for out in list(realizes):
         _schedule_base(out, realizes, reduce_for, schedule, done)
-    schedule = _order_assigns([item for si in schedule for split in _split_reduce(si) for item in _pack_operand(split)])
+    copies: dict[tuple, LazyBuffer] = {}
+    schedule = _order_assigns([item for si in schedule for item in _rewrite_reduce_kernel(si, copies)])
     if DEBUG >= 1 and schedule:
         print(f"scheduled {len(schedule)} kernel(s) for {len(outs)} output(s)")
     return schedule
@@ -168,7 +172,7 @@ def _is_pad_safe(base: LazyBuffer, realizes: dict[LazyBuffer, None]) -> bool:
         if lb in seen or lb.realized is not None or lb.op is LoadOps.CONST or (lb in realizes and lb is not base):
             continue
         seen.add(lb)
-        if lb.op in UNSAFE_PAD_OPS or lb.op in ReduceOps:
+        if lb.op in UNSAFE_PAD_OPS or isinstance(lb.op, ReduceOps):
             return False
         stack.extend(lb.srcs)
     return True
@@ -178,7 +182,7 @@ def _pair_reduces(allbufs: dict[LazyBuffer, None], realizes: dict[LazyBuffer, No
     """For each kernel root, the reduce fused into it. A reduce that cannot fuse down becomes a kernel itself."""
     reduce_for: dict[LazyBuffer, LazyBuffer] = {}
     for r in allbufs:
-        if r.op not in ReduceOps or r in realizes:
+        if not isinstance(r.op, ReduceOps) or r in realizes:
             continue
         target = _reduce_target(r, allbufs, realizes)
         if target is None or target in reduce_for:
@@ -186,7 +190,7 @@ def _pair_reduces(allbufs: dict[LazyBuffer, None], realizes: dict[LazyBuffer, No
         else:
             reduce_for[target] = r
     for r in realizes:
-        if r.op in ReduceOps:
+        if isinstance(r.op, ReduceOps):
             reduce_for[r] = r
     return reduce_for
 
@@ -206,7 +210,7 @@ def _reduce_target(
             for child in lb.children:
                 if child not in allbufs or child.realized is not None:
                     continue
-                if child.op in ReduceOps:
+                if isinstance(child.op, ReduceOps):
                     return None  # NOTE: one reduce per kernel
                 views = dedup(s for s in child.srcs if s.base is lb)
                 if len(views) != 1 or (child in nxt and nxt[child] != st + views[0].st):
@@ -285,7 +289,7 @@ class _AstBuilder:
             return LazyOp(BufferOps.LOAD, (), MemBuffer(self.inputs.index(lb) + 1, lb.dtype, self.unbind(st)))
         if lb.op is LoadOps.CONTIGUOUS:
             return self.build(lb.srcs[0], st)
-        if lb.op in ReduceOps:
+        if isinstance(lb.op, ReduceOps):
             if lb is not self.reduce or st.simplify() != ShapeTracker.from_shape(lb.shape):
                 raise RuntimeError(f"internal fusion error: reduce {lb} reached kernel {self.root} through {st}")
             src_st = ShapeTracker.from_shape(lb.srcs[0].shape)
@@ -329,7 +333,7 @@ def _pack_operand(si: ScheduleItem) -> list[ScheduleItem]:
             return LazyOp(BufferOps.LOAD, (), packed)
         if x in sts:
             return LazyOp(x.op, srcs, replace(x.arg, st=sts[x]))
-        return LazyOp(x.op, srcs, _split_shape(x.arg, axis) if x.op in ReduceOps else x.arg)
+        return LazyOp(x.op, srcs, _split_shape(x.arg, axis) if isinstance(x.op, ReduceOps) else x.arg)
 
     ast, inputs = _renumber(_rewrite(si.ast, rebuild), (*si.inputs, panels))
     return [ScheduleItem(copy, panels, (operand,)), ScheduleItem(ast, si.out, inputs, si.var_vals)]
@@ -338,7 +342,7 @@ def _pack_operand(si: ScheduleItem) -> list[ScheduleItem]:
 def _pack_plan(ast: LazyOp) -> tuple[LazyOp, int, int] | None:
     """(the LOAD to pack, the output axis it walks with stride 1, the reduce axis it walks by a row) for a SUM kernel
     with a single reduce axis where rows, K and N are all at least PACK_MIN and N is a multiple of the panel."""
-    reduces = [x for x in ast.lazyops() if x.op in ReduceOps]
+    reduces = [x for x in ast.lazyops() if isinstance(x.op, ReduceOps)]
     if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM:
         return None
     loads = [x for x in reduces[0].src[0].lazyops() if x.op is BufferOps.LOAD]
@@ -369,6 +373,55 @@ def _split_st(st: ShapeTracker, axis: int) -> ShapeTracker | None:
     return ret if len(ret.views) == len(st.views) else None
 
 
+def _rewrite_reduce_kernel(si: ScheduleItem, copies: dict[tuple, LazyBuffer]) -> list[ScheduleItem]:
+    """si as the kernels the passes below make of it; only a reduce kernel has anything they change."""
+    if si.ast.op is not BufferOps.STORE or not any(isinstance(x.op, ReduceOps) for x in si.ast.lazyops()):
+        return [si]
+    flat = _flatten_reads(si, copies)
+    return [item for x in flat for split in _split_reduce(x) for item in _pack_operand(split)]
+
+
+# *** reads through a reshape of a permuted view ***
+# NOTE: a buffer read through two views or more (a reshape that strides cannot express on a permuted layout, such as
+# attention's heads joined back into channels) costs divisions and modulos per index, and no vector load can serve
+# it. Inside a reduce that reads it again along an expanded axis (a matmul operand) that cost is paid many times per
+# element, so the inner views are copied once into the layout they describe, contiguous, and the kernel reads that
+# copy through its last view alone. One copy serves every kernel of the schedule that reads the buffer the same way.
+
+
+def _flatten_reads(si: ScheduleItem, copies: dict[tuple, LazyBuffer]) -> list[ScheduleItem]:
+    """[copy kernels for the reads that need one, si reading the copies] or [si]; `copies` is the schedule's."""
+    reduces = [x for x in si.ast.lazyops() if isinstance(x.op, ReduceOps)] if si.ast.op is BufferOps.STORE else []
+    loads = [x for r in reduces for x in r.src[0].lazyops() if x.op is BufferOps.LOAD and _is_repeated_view(x.arg.st)]
+    if not loads:
+        return [si]
+    items, inputs, single = [], list(si.inputs), {}
+    for load in dedup(loads):
+        inner, last, dtype = load.arg.st.views[:-1], load.arg.st.views[-1], load.arg.dtype
+        operand = si.inputs[load.arg.idx - 1]
+        if (key := (operand, inner, dtype)) not in copies:
+            copies[key] = _scratch(operand, inner[-1].shape, dtype)
+            read = LazyOp(BufferOps.LOAD, (), MemBuffer(1, dtype, ShapeTracker(inner)))
+            copy = LazyOp(BufferOps.STORE, (read,), MemBuffer(0, dtype, ShapeTracker.from_shape(inner[-1].shape)))
+            items.append(ScheduleItem(copy, copies[key], (operand,), si.var_vals))
+        inputs.append(copies[key])
+        single[load] = LazyOp(BufferOps.LOAD, (), MemBuffer(len(inputs), dtype, ShapeTracker((last,))))
+    ast, used = _renumber(_rewrite(si.ast, lambda x, srcs: single.get(x) or LazyOp(x.op, srcs, x.arg)), tuple(inputs))
+    return [*items, ScheduleItem(ast, si.out, used, si.var_vals)]
+
+
+def _is_repeated_view(st: ShapeTracker) -> bool:
+    """Two views or more, the last one an unmasked, expanded permutation of the whole layout before it: copying the
+    inner views costs one pass over what the kernel reads several times."""
+    if len(st.views) < 2 or (last := st.views[-1]).mask is not None:
+        return False
+    if not all(isinstance(s, int) for v in st.views for s in v.shape):
+        return False
+    axes = list(zip(last.shape, last.strides))
+    read = prod(s for s, stride in axes if stride != 0)
+    return read == prod(st.views[-2].shape) and any(stride == 0 and s > 1 for s, stride in axes)
+
+
 # *** splitting long reductions ***
 # NOTE: a kernel holds one reduce and runs only its output loop in parallel, so few outputs of many elements each
 # would be one long serial chain: such a reduce is cut in two kernels, (S, R/S) chunks of the axis reduced first
@@ -381,12 +434,13 @@ SPLIT_MIN, SPLIT_MAX_OUTPUTS, SPLIT_LONG, SPLIT_RANGE = 32768, 256, 2**20, (16, 
 
 def _split_reduce(si: ScheduleItem) -> list[ScheduleItem]:
     """[the partials' kernel, si reducing the partials] for a long reduce; else [si]."""
-    reduces = [x for x in si.ast.lazyops() if x.op in ReduceOps] if si.ast.op is BufferOps.STORE else []
+    reduces = [x for x in si.ast.lazyops() if isinstance(x.op, ReduceOps)] if si.ast.op is BufferOps.STORE else []
     if len(reduces) != 1:
         return [si]
-    reduce = reduces[0]
-    info = get_lazyop_info(reduce.src[0])
-    if (split := _split_reduce_axis(full := info.shape, reduce.arg)) is None:
+    reduce = leaf = reduces[0]
+    while leaf.src:  # NOTE: a leaf of the reduce's input (a LOAD or CONST) has the input's full shape
+        leaf = leaf.src[0]
+    if (split := _split_reduce_axis(full := leaf.arg.st.shape, reduce.arg)) is None:
         return [si]
     axis, s = split
     chunked = (*full[:axis], s, full[axis] // s, *full[axis + 1 :])
@@ -397,7 +451,8 @@ def _split_reduce(si: ScheduleItem) -> list[ScheduleItem]:
             return LazyOp(x.op, (), replace(x.arg, st=x.arg.st.reshape(chunked)))
         return LazyOp(x.op, srcs, x.arg)
 
-    dtype, partials = info.dtype, _scratch(si.out, partial_shape, info.dtype)
+    dtype = get_lazyop_info(reduce.src[0]).dtype
+    partials = _scratch(si.out, partial_shape, dtype)
     first, first_inputs = _renumber(
         LazyOp(BufferOps.STORE, (LazyOp(reduce.op, (_rewrite(reduce.src[0], chunk),), partial_shape),),
                MemBuffer(0, dtype, ShapeTracker.from_shape(partial_shape))), si.inputs)  # fmt: skip

@@ -206,3 +206,48 @@ def test_deep_chain_reading_each_value_twice_schedules_in_linear_time(n: int) ->
     for _ in range(40):
         x, want = x * x * 0.001 + x, want * want * 0.001 + want
     np.testing.assert_allclose(x.sum().numpy(), want.sum(), rtol=1e-4)
+
+
+def _multi_view_reads_in_reduces(sched: list) -> int:
+    return sum(len(x.arg.st.views) > 1 for si in sched for r in si.ast.lazyops() if r.op in ReduceOps
+               for x in r.src[0].lazyops() if x.op is BufferOps.LOAD)  # fmt: skip
+
+
+def test_heads_joined_into_channels_are_copied_once_for_every_matmul_reading_them() -> None:
+    """(B, H, T, D) -> (B, T, H*D) is no strided view: a matmul reading it would index with divisions and modulos
+    in its inner loop. The scheduler copies it once into that layout (what MultiHeadAttention's .contiguous() did by
+    hand), and the forward matmul and the weight gradient both read the copy."""
+    b, h, t, d = 2, 4, 16, 8
+    y_np = np.random.default_rng(0).standard_normal((b, h, t, d)).astype(np.float32)
+    w_np = np.random.default_rng(1).standard_normal((h * d, 24)).astype(np.float32)
+    y, w = Tensor(y_np, requires_grad=True), Tensor(w_np, requires_grad=True)
+    (y.transpose(1, 2).reshape(b, t, h * d) @ w).square().sum().backward()
+    sched = create_schedule([y.grad.lazydata, w.grad.lazydata])
+    assert _multi_view_reads_in_reduces(sched) == 0
+    copies = [si for si in sched if si.ast.op is BufferOps.STORE and si.ast.src[0].op is BufferOps.LOAD
+              and si.inputs[0] is y.lazydata.base]  # fmt: skip
+    assert len(copies) == 1, "one copy of the joined heads serves the forward matmul and the weight gradient"
+    run_schedule(sched)
+    joined = y_np.transpose(0, 2, 1, 3).reshape(b, t, h * d).astype(np.float64)
+    g = 2 * joined @ w_np
+    np.testing.assert_allclose(w.grad.numpy(), joined.reshape(-1, h * d).T @ g.reshape(-1, 24), rtol=1e-4, atol=1e-3)
+    want_y = (g @ w_np.T).reshape(b, t, h, d).transpose(0, 2, 1, 3)
+    np.testing.assert_allclose(y.grad.numpy(), want_y, rtol=1e-4, atol=1e-3)
+
+
+def test_multi_view_read_outside_a_repeating_reduce_is_left_alone() -> None:
+    """A plain sum of the joined heads reads each element once: a copy would only add a pass."""
+    y = realized(2, 4, 16, 8)
+    kernels = check_schedule(y.transpose(1, 2).reshape(2, 16, 32).sum(-1), 1)
+    assert len(kernels) == 1
+
+
+def test_multi_head_attention_trains_with_no_strided_fallback_in_its_matmuls() -> None:
+    from specgrad import nn
+
+    Tensor.manual_seed(0)
+    m = nn.MultiHeadAttention(32, 4, causal=True)
+    x = Tensor.randn(2, 8, 32, requires_grad=True)
+    m(x).square().mean().backward()
+    grads = [x.grad, m.in_proj_weight.grad, m.out_proj.weight.grad]
+    assert _multi_view_reads_in_reduces(create_schedule([g.lazydata for g in grads])) == 0

@@ -468,6 +468,4 @@ class MultiHeadAttention:
         qkv = x.linear(self.in_proj_weight.T, self.in_proj_bias)  # (B, T, 3C)
         qkv = qkv.reshape(b, t, 3, h, c // h).permute(2, 0, 3, 1, 4)  # (3, B, H, T, C/H)
         y = qkv[0].scaled_dot_product_attention(qkv[1], qkv[2], dropout_p=self.dropout, is_causal=self.causal)
-        # NOTE: contiguous before the reshape: the heads' outputs interleaved by a view would reach the projection's
-        # matmul as an index with divisions and modulos, which no kernel can read with vector loads
-        return self.out_proj(y.transpose(1, 2).contiguous().reshape(b, t, c))
+        return self.out_proj(y.transpose(1, 2).reshape(b, t, c))

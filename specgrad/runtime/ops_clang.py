@@ -15,6 +15,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +38,7 @@ from specgrad.dtype import DType, dtypes
 from specgrad.flags import CC, CPU_TARGET, DEBUG, THREADS
 from specgrad.helpers import cores, prod
 from specgrad.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
-from specgrad.renderer.cstyle import C_DIALECT, render
+from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, render
 from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import Variable, sym_infer
 
@@ -329,23 +330,37 @@ def probe_input(dtype: DType) -> np.ndarray:
 
 
 def probe_sources(vector_bytes: int) -> list[tuple[Program, str]]:
+    """Each probe kernel at this width, named probe<i>, and its source as the device renders it."""
     opts = LinearizerOptions(optimize=True, vector_bytes=vector_bytes)
-    return [(prg := linearize(ast, opts), render(prg, C_DIALECT)) for ast in probe_asts()]
+    progs = [replace(linearize(ast, opts), name=f"probe{i}") for i, ast in enumerate(probe_asts())]
+    return [(prg, render(prg, C_DIALECT)) for prg in progs]
+
+
+def probe_file(vector_bytes: int) -> str:
+    """Every probe kernel at this width in one source (their shared header once): one compile per width."""
+    headers: list[str] = []
+    bodies: list[str] = []
+    for _, src in probe_sources(vector_bytes):
+        header, body = src.split(KERNEL_MARK + "\n", 1)
+        headers += [c for c in header.rstrip("\n").split("\n\n") if c not in headers]
+        bodies.append(body)
+    return "\n\n".join(headers) + "\n" + "\n".join(bodies)
 
 
 def is_probe_right(compile_fn: Callable[[str], bytes], vector_bytes: int) -> bool:
     """Whether the probe kernels at this width build cleanly and compute what the CPU device's interpreter does."""
     from specgrad.runtime.ops_cpu import FXN_FOR_OP, to_runner  # NOTE: the reference, needed only here
 
+    try:
+        lib = compile_fn(probe_file(vector_bytes))
+    except BuildFailed as e:
+        if DEBUG >= 1:
+            print(f"CLANG device: {vector_bytes}-byte vectors fail to build: {e}")
+        return False
     with tempfile.TemporaryDirectory(prefix="specgrad-probe-") as tmp:
+        (lib_path := Path(tmp) / "probe.so").write_bytes(lib)
         jobs, want = [], []
-        for i, (ast, (prg, src)) in enumerate(zip(probe_asts(), probe_sources(vector_bytes))):
-            try:
-                lib = compile_fn(src)
-            except BuildFailed as e:
-                if DEBUG >= 1:
-                    print(f"CLANG device: {vector_bytes}-byte vectors fail to build: {e}")
-                return False
+        for i, (ast, (prg, _)) in enumerate(zip(probe_asts(), probe_sources(vector_bytes))):
             x = probe_input(next(m.arg.dtype for m in ast.lazyops() if m.op is BufferOps.LOAD))
             out = np.zeros(prod(ast.arg.st.shape), dtype=ast.arg.dtype.np)
             reference = [out.copy().view(np.uint8), x.view(np.uint8)]
@@ -354,7 +369,6 @@ def is_probe_right(compile_fn: Callable[[str], bytes], vector_bytes: int) -> boo
             paths = [Path(tmp) / f"{i}.{j}.bin" for j in range(2)]
             for path, a in zip(paths, (out, x)):
                 path.write_bytes(a.tobytes())
-            (lib_path := Path(tmp) / f"{i}.so").write_bytes(lib)
             jobs.append({"lib": str(lib_path), "name": prg.name, "bufs": [str(p) for p in paths]})
         try:
             res = subprocess.run([sys.executable, "-c", PROBE_CHILD], input=json.dumps(jobs), capture_output=True,
@@ -377,15 +391,20 @@ def is_probe_right(compile_fn: Callable[[str], bytes], vector_bytes: int) -> boo
 
 
 def proven_vector_bytes(identity: str, compile_fn: Callable[[str], bytes], widest: int) -> int:
-    """The widest vector width up to `widest` bytes whose probe, and every narrower one's, passes; else 0."""
+    """The widest vector width up to `widest` bytes whose probe, and every narrower one's, passes; else 0. The
+    widths are probed at once (a compiler and a child process each), so a cold start waits for the slowest only."""
     widths = [w for w in (16, 32, 64) if w <= widest]
-    key_src = f"{identity}\n{widths}\n" + "\n".join(src for w in widths for _, src in probe_sources(w))
+    key_src = f"{identity}\n{widths}\n" + "\n".join(probe_file(w) for w in widths)
     cache, key = DiskCache("clang-widths"), hashlib.sha256(key_src.encode()).hexdigest()
     if (cached := cache.get(key)) is not None:
         return int(cached)
+    from concurrent.futures import ThreadPoolExecutor  # NOTE: here: it costs every start ~7 ms (see device.py)
+
+    with ThreadPoolExecutor(max(len(widths), 1)) as pool:
+        right = list(pool.map(lambda w: is_probe_right(compile_fn, w), widths))
     ret = 0
-    for width in widths:
-        if not is_probe_right(compile_fn, width):
+    for width, ok in zip(widths, right):
+        if not ok:
             break
         ret = width
     cache.put(key, str(ret).encode())
