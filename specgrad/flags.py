@@ -120,6 +120,19 @@ CACHEDIR = flag(
 SPEC_MEMORY_GB = flag(
     "SPEC_MEMORY_GB", 4, "memory budget (GiB) that validate checks one training step of a spec against"
 )
+SPEC_ROOT = flag(
+    "SPEC_ROOT",
+    "",
+    "folder that files a spec names (extends, data.path) must stay inside, besides the spec's own folder "
+    "(CLI: --root)",
+    doc_default="the current folder",
+)
+SPEC_ALLOW_OUTSIDE = flag(
+    "SPEC_ALLOW_OUTSIDE", 0, "set to 1 to let a spec name files outside its folder and SPEC_ROOT (CLI: --allow-outside)"
+)
+MAX_FILE_MB = flag(
+    "MAX_FILE_MB", 1024, "largest data, weights or checkpoint file (MiB) that is read (CLI: --max-file-mb)"
+)
 COMPILE_CACHE = flag("COMPILE_CACHE", 1, "reuse compiled kernels from CACHEDIR across runs (0 compiles every kernel)")
 THREADS = flag(
     "THREADS",
