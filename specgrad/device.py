@@ -1,7 +1,8 @@
-"""Devices: the registry, Buffer, allocators, the compile cache, and the two kinds of backend (Interpreted, Compiled).
+"""Devices: the registry, Buffer, allocators, the compiler over the disk cache, and the two kinds of backend
+(Interpreted, Compiled).
 
-Imports helpers, dtype, flags, shape, ops, codegen and renderer. Backends live in runtime/ops_*.py and are reached
-only through `Device[name]`.
+Imports helpers, dtype, flags, cache, shape, ops, codegen and renderer. Backends live in runtime/ops_*.py and are
+reached only through `Device[name]`.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from specgrad.cache import DiskCache, write_entry
 from specgrad.codegen.kernel import Kernel
 from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.codegen.uops import render_uops
 from specgrad.dtype import DType
-from specgrad.flags import CACHEDIR, CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU, OPT
-from specgrad.helpers import atomic_write, cores
+from specgrad.flags import CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU, OPT
+from specgrad.helpers import cores
 from specgrad.ops import LazyOp, Op, get_lazyop_info
 from specgrad.shape.symbolic import Variable, sint, sym_infer
 
@@ -297,34 +299,6 @@ def update_stats(runner: Runner, var_vals: dict[Variable, int], et: float | None
 # *** the compile cache ***
 
 
-class DiskCache:
-    """Binaries on disk under CACHEDIR/<namespace>/<key>.bin, each prefixed by its sha256 so a damaged entry is
-    rebuilt, never loaded. Writes go to a temporary file that is renamed into place, so processes can share it."""
-
-    def __init__(self, namespace: str):
-        self.namespace = namespace
-
-    def path(self, key: str) -> Path:
-        return Path(str(CACHEDIR.value)) / self.namespace / f"{key}.bin"
-
-    def get(self, key: str) -> bytes | None:
-        try:
-            data = self.path(key).read_bytes()
-        except OSError:
-            return None
-        digest, payload = data[:32], data[32:]
-        return payload if len(data) > 32 and hashlib.sha256(payload).digest() == digest else None
-
-    def put(self, key: str, payload: bytes) -> None:
-        path = self.path(key)
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, hashlib.sha256(payload).digest() + payload)
-        except OSError as e:  # NOTE: a read-only or full disk costs speed, never correctness
-            if DEBUG >= 1:
-                print(f"compile cache: could not write {path}: {e}")
-
-
 @dataclass
 class Compiler:
     """Source -> binary, cached on disk under the source and `identity` (compiler, flags, target). `compile` raises
@@ -390,13 +364,9 @@ class Compiler:
         lines = log.strip().splitlines()
         shown = "\n".join(lines[:40] + ([f"... ({len(lines) - 40} more lines)"] if len(lines) > 40 else []))
         digest = hashlib.sha256(src.encode()).hexdigest()[:12]
-        path = Path(str(CACHEDIR.value)) / "failed" / f"{name}-{digest}{self.suffix}"
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            atomic_write(path, src.encode())
-            saved = f"its source is saved in {path}"
-        except OSError:
-            saved = "its source could not be saved"
+        # NOTE: in the cache's checked CACHEDIR/failed, never through a link; not saved where the cache is refused
+        path = write_entry("failed", f"{name}-{digest}{self.suffix}", src.encode())
+        saved = f"its source is saved in {path}" if path else "its source could not be saved in CACHEDIR/failed"
         return (
             f"{where} could not build kernel {name}:\n{shown}\n{saved}; this is a bug in specgrad or the "
             "compiler, not in your model: please report it, and meanwhile try another device (--device CPU)"

@@ -21,13 +21,13 @@ from typing import Any
 
 import numpy as np
 
+from specgrad.cache import DiskCache, Refused, private_folder
 from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.device import (
     BuildFailed,
     Compiled,
     Compiler,
     DeviceUnavailable,
-    DiskCache,
     HostAllocator,
     KernelBuildError,
     abi_warning,
@@ -119,7 +119,7 @@ def check_target(path: str, target: str) -> frozenset[str]:
 def compile_c(path: str, flags: tuple[str, ...], src: str) -> bytes:
     """The shared object of `src`; BuildFailed with the compiler's messages if it fails, crashes or warns of an ABI
     change (a vector wider than the target's registers)."""
-    with tempfile.TemporaryDirectory(prefix="specgrad-cc-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cc-", dir=private_folder()) as tmp:  # NOTE: what we read is what cc wrote
         out = Path(tmp) / "kernel.so"
         try:
             res = subprocess.run([path, *flags, "-x", "c", "-", "-o", str(out), "-lm"], input=src,
@@ -223,7 +223,9 @@ void sg_parallel_for(sg_body_fn fn, void* ctx, int n) {
 
 
 def load_library(lib: bytes) -> ctypes.CDLL:
-    with tempfile.NamedTemporaryFile(prefix="specgrad-", suffix=".so", delete=False) as f:
+    """dlopen exactly these bytes (checked against their sha256 when they came from the cache): they are written to a
+    new file in the process's private folder, where nobody else can swap or change it before dlopen reads it."""
+    with tempfile.NamedTemporaryFile(prefix="lib-", suffix=".so", delete=False, dir=private_folder()) as f:
         f.write(lib)
     try:
         return ctypes.CDLL(f.name)
@@ -357,7 +359,7 @@ def is_probe_right(compile_fn: Callable[[str], bytes], vector_bytes: int) -> boo
         if DEBUG >= 1:
             print(f"CLANG device: {vector_bytes}-byte vectors fail to build: {e}")
         return False
-    with tempfile.TemporaryDirectory(prefix="specgrad-probe-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="probe-", dir=private_folder()) as tmp:
         (lib_path := Path(tmp) / "probe.so").write_bytes(lib)
         jobs, want = [], []
         for i, (ast, (prg, _)) in enumerate(zip(probe_asts(), probe_sources(vector_bytes))):
@@ -396,7 +398,7 @@ def proven_vector_bytes(identity: str, compile_fn: Callable[[str], bytes], wides
     widths = [w for w in (16, 32, 64) if w <= widest]
     key_src = f"{identity}\n{widths}\n" + "\n".join(probe_file(w) for w in widths)
     cache, key = DiskCache("clang-widths"), hashlib.sha256(key_src.encode()).hexdigest()
-    if (cached := cache.get(key)) is not None:
+    if (cached := cache.get(key)) is not None and cached.isdigit() and int(cached) in (0, *widths):
         return int(cached)
     from concurrent.futures import ThreadPoolExecutor  # NOTE: here: it costs every start ~7 ms (see device.py)
 
@@ -413,6 +415,11 @@ def proven_vector_bytes(identity: str, compile_fn: Callable[[str], bytes], wides
 
 def ClangDevice() -> Compiled:
     path, target = find_compiler(), str(CPU_TARGET.value)
+    try:
+        private_folder()
+    except (Refused, OSError) as e:
+        raise DeviceUnavailable(f"the CLANG device has no private folder to build and load kernels in: {e}; set "
+                                "TMPDIR to a folder of your own") from None  # fmt: skip
     version, flags = compiler_version(path), (*CFLAGS, *target_flags(target))
     identity, compile_fn = (
         f"{path} {version} {' '.join(flags)} {cpu_identity()}",

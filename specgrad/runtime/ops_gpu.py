@@ -15,13 +15,13 @@ from typing import Any
 
 import numpy as np
 
+from specgrad.cache import DiskCache
 from specgrad.codegen.linearizer import LinearizerOptions, Program
 from specgrad.device import (
     BuildFailed,
     Compiled,
     Compiler,
     DeviceUnavailable,
-    DiskCache,
     LRUAllocator,
     abi_warning,
     sizes_with,
@@ -54,6 +54,10 @@ class CLContext:
         self.index = next((i for i, d in enumerate(devices) if d.type & cl.device_type.GPU), 0)
         self.device = devices[self.index]
         self.context = cl.Context(devices=[self.device])
+        # NOTE: no pyopencl build cache (Program.build reads the context's cache_dir): where the driver has no cache of
+        # its own, pyopencl keeps one in ~/.cache/pyopencl and unpickles what it finds there, unchecked; DiskCache
+        # keeps the binaries instead
+        self.context.cache_dir = False
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.name = f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
         self.max_work_group = min(int(self.device.max_work_group_size), 256)
@@ -156,7 +160,7 @@ queue = cl.CommandQueue(context)
 mf = cl.mem_flags
 for probe in job["probes"]:
     try:
-        program = cl.Program(context, probe["src"]).build()
+        program = cl.Program(context, probe["src"]).build(cache_dir=False)
         # NOTE: device.abi_warning's rule (this child imports only numpy and pyopencl)
         built = "changes the ABI" not in (program.get_build_info(device, cl.program_build_info.LOG) or "")
     except cl.Error:
@@ -280,7 +284,7 @@ def vector_width(ctx: CLContext) -> int:
         return 1
     key_src = f"{ctx.identity}\n{cl.VERSION}\n{widths}\n" + "\n".join(probe_source(w, ctx.has_fp64) for w in widths)
     cache, key = DiskCache("opencl-widths"), hashlib.sha256(key_src.encode()).hexdigest()
-    if (cached := cache.get(key)) is not None:
+    if (cached := cache.get(key)) is not None and cached.isdigit() and int(cached) in (1, *widths):
         return int(cached)
     results, conclusive = run_probes(ctx, widths)
     ret = proven_width(widths, ctx.has_fp64, results)

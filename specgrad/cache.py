@@ -1,0 +1,256 @@
+"""The compile cache on disk (CACHEDIR), the checks that keep anyone else's files out of it, and the private folder
+compiled code is written to and loaded from. Imports flags and helpers.
+
+Only what is the user's own is used: the cache root and the folders in it must be owned by the effective uid and not
+be writable by group or others, an entry must be such a regular file (no link is followed, no pipe or device is
+opened), and each folder above the root may be changed only by the user or root (or be sticky, as /tmp is). Anything
+else is refused with one warning on stderr, and this process does not use that cache again.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import hashlib
+import os
+import re
+import shutil
+import stat
+import sys
+import tempfile
+import threading
+from pathlib import Path
+
+from specgrad.flags import CACHEDIR, DEBUG
+from specgrad.helpers import atomic_write
+
+DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+# NOTE: O_NONBLOCK: a named pipe where an entry should be opens at once (and is then refused), without a writer
+FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+ENTRY_MODE = 0o600
+KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFDIR: "a folder", stat.S_IFREG: "a regular file",
+         stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
+         stat.S_IFBLK: "a block device"}  # fmt: skip
+NOTICE = "specgrad: not using the kernel cache"
+OWN = "or set CACHEDIR to a folder of your own"
+
+_LOCK = threading.Lock()
+_REFUSED: set[str] = set()  # CACHEDIR values refused in this process
+_PRIVATE: dict[int, str] = {}  # pid -> its private folder
+
+
+class Refused(Exception):
+    """A path the cache must not use: which, what is wrong with it, and how to fix it."""
+
+    def __init__(self, path: str, problem: str, fix: str):
+        super().__init__(f"{path} {problem}")
+        self.path, self.problem, self.fix = path, problem, fix
+
+
+def kind(mode: int) -> str:
+    return KINDS.get(stat.S_IFMT(mode), "not a file")
+
+
+def writers(mode: int) -> str:
+    return "its group and others" if mode & 0o022 == 0o022 else "its group" if mode & 0o020 else "others"
+
+
+def removal(path: str, is_dir: bool) -> str:
+    return f"To fix it: remove it ({'rm -r' if is_dir else 'rm'} {path}), {OWN}"
+
+
+def check_own(path: str, st: os.stat_result, is_dir: bool) -> None:
+    """Refuse a cache folder (is_dir) or entry that is another kind of file, is someone else's, or that others can
+    write."""
+    want, uid = stat.S_IFDIR if is_dir else stat.S_IFREG, os.geteuid()
+    if stat.S_IFMT(st.st_mode) != want:
+        raise Refused(path, f"is {kind(st.st_mode)}, not {KINDS[want]}", removal(path, stat.S_ISDIR(st.st_mode)))
+    if st.st_uid != uid:
+        raise Refused(path, f"is owned by uid {st.st_uid}, not by you (uid {uid})", removal(path, is_dir))
+    if st.st_mode & 0o022:
+        fix = (
+            "It is a shared folder (sticky, like /tmp): leave it as it is, and set CACHEDIR to a folder of your own"
+            if st.st_mode & stat.S_ISVTX
+            else f"To fix it: chmod {'700' if is_dir else '600'} {path} if you trust what it holds, else remove it "
+            f"({'rm -r' if is_dir else 'rm'} {path}); {OWN}"
+        )
+        raise Refused(path, f"is writable by {writers(st.st_mode)}", fix)
+
+
+def check_above(path: str, st: os.stat_result) -> None:
+    """Refuse a folder above the cache root (or the private folder) that someone but the user or root can change:
+    they could swap what lies below it."""
+    fix = "To fix it: set CACHEDIR to a folder of your own whose parent folders only you or root can change"
+    if not stat.S_ISDIR(st.st_mode):
+        raise Refused(path, f"is {kind(st.st_mode)}, not a folder", fix)
+    if st.st_uid not in (0, os.geteuid()):
+        raise Refused(path, f"is owned by uid {st.st_uid} (neither you nor root), who could swap the folders in it",
+                      fix)  # fmt: skip
+    if st.st_mode & 0o022 and not st.st_mode & stat.S_ISVTX:
+        raise Refused(path, f"is writable by {writers(st.st_mode)} without the sticky bit, so they could swap the "
+                            "folders in it", fix)  # fmt: skip
+
+
+def make_private_dir(path: str | Path, dir_fd: int | None = None) -> None:
+    """mkdir 0700 whatever the umask; a folder (or anything) already there is left as it is, to be checked."""
+    with contextlib.suppress(FileExistsError):
+        os.mkdir(path, 0o700, dir_fd=dir_fd)
+        os.chmod(path, 0o700, dir_fd=dir_fd)
+
+
+def resolve_root(given: str, create: bool) -> str:
+    """The folder CACHEDIR names, links resolved, with every folder above it checked (and made 0700 where missing,
+    when `create`). A root that is itself a link must be the user's or root's link."""
+    with contextlib.suppress(FileNotFoundError):
+        if stat.S_ISLNK((st := os.lstat(given)).st_mode) and st.st_uid not in (0, os.geteuid()):
+            raise Refused(given, f"is a symbolic link owned by uid {st.st_uid}, not by you", removal(given, False))
+    real = Path(os.path.realpath(given))
+    for folder in [*reversed(real.parents), real]:
+        if create and not os.path.lexists(folder):
+            make_private_dir(folder)
+        st = os.lstat(folder)  # NOTE: FileNotFoundError when missing (and not `create`): no cache yet
+        if folder != real:
+            check_above(str(folder), st)
+    return str(real)
+
+
+def open_dir(path: str, name: str | None = None, dir_fd: int | None = None, create: bool = False) -> int:
+    """A descriptor of the folder `name` in `dir_fd` (else `path`), checked to be the user's own through that
+    descriptor, so what is checked is what is used; made 0700 when missing and `create`."""
+    where = name if name is not None else path
+    if create:
+        make_private_dir(where, dir_fd)
+    try:
+        fd = os.open(where, DIR_FLAGS, dir_fd=dir_fd)
+    except FileNotFoundError:
+        raise
+    except OSError:
+        check_own(path, os.lstat(where, dir_fd=dir_fd), is_dir=True)  # NOTE: says what is there instead (a link)
+        raise
+    try:
+        check_own(path, os.fstat(fd), is_dir=True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def refuse(given: str, e: Refused) -> None:
+    """Stop using the cache `given` in this process, saying once why and how to fix it."""
+    with _LOCK:
+        if given in _REFUSED:
+            return
+        _REFUSED.add(given)
+    print(f"{NOTICE} {given} in this process: {e.path} {e.problem}, and only folders and files of your own that "
+          f"nobody else can write are used. {e.fix}. Kernels are compiled afresh meanwhile.", file=sys.stderr,
+          flush=True)  # fmt: skip
+
+
+def open_namespace(namespace: str, create: bool) -> tuple[int, str] | None:
+    """A checked descriptor of CACHEDIR/<namespace> and its path; None where the cache is not used: missing, refused
+    (with the warning) or out of reach (a read-only disk)."""
+    given = os.path.abspath(str(CACHEDIR.value))
+    if given in _REFUSED:
+        return None
+    try:
+        root = resolve_root(given, create)  # NOTE: at each use (a few syscalls), as everything below it
+        root_fd = open_dir(root)
+        try:
+            return open_dir(os.path.join(root, namespace), namespace, root_fd, create), os.path.join(root, namespace)
+        finally:
+            os.close(root_fd)
+    except Refused as e:
+        refuse(given, e)
+    except OSError as e:
+        if create and DEBUG >= 1:
+            print(f"compile cache: cannot use {given}: {e}")
+    return None
+
+
+def read_entry(namespace: str, name: str) -> bytes | None:
+    """The bytes of CACHEDIR/<namespace>/<name>, read from one descriptor checked (fstat) to be a regular file of the
+    user's own that nobody else can write; None where it is missing or the cache is not used."""
+    if (folder := open_namespace(namespace, create=False)) is None:
+        return None
+    dir_fd, path = folder[0], os.path.join(folder[1], name)
+    try:
+        check_own(path, os.lstat(name, dir_fd=dir_fd), is_dir=False)  # NOTE: before opening: no device is opened
+        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+        try:
+            check_own(path, os.fstat(fd), is_dir=False)
+            with open(fd, "rb", closefd=False) as f:
+                return f.read()
+        finally:
+            os.close(fd)
+    except Refused as e:
+        refuse(os.path.abspath(str(CACHEDIR.value)), e)
+    except OSError:
+        pass  # NOTE: missing, or unreadable: a miss
+    finally:
+        os.close(dir_fd)
+    return None
+
+
+def write_entry(namespace: str, name: str, data: bytes) -> str | None:
+    """Write CACHEDIR/<namespace>/<name> (0600) in a checked folder, made 0700 if missing; its path, or None where the
+    cache is not used or the write failed (a full or read-only disk costs speed, never correctness)."""
+    if (folder := open_namespace(namespace, create=True)) is None:
+        return None
+    (dir_fd, where), name = folder, re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    staged = f".{name}.{os.urandom(6).hex()}.new"
+    try:
+        # NOTE: atomic_write gives a new file 0666 less the umask (0664 under umask 002, which readers refuse), so the
+        # entry is written under another name, made 0600, then renamed: no reader sees it writable by others
+        atomic_write(os.path.join(where, staged), data)
+        os.chmod(staged, ENTRY_MODE, dir_fd=dir_fd)
+        os.replace(staged, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        return os.path.join(where, name)
+    except (OSError, ValueError) as e:
+        with contextlib.suppress(OSError):
+            os.unlink(staged, dir_fd=dir_fd)
+        if DEBUG >= 1:
+            print(f"compile cache: could not write {os.path.join(where, name)}: {e}")
+        return None
+    finally:
+        os.close(dir_fd)
+
+
+class DiskCache:
+    """Binaries on disk under CACHEDIR/<namespace>/<key>.bin, each prefixed by its sha256 so a damaged entry is
+    rebuilt, never loaded; only the user's own files are read (above). Entries are written under another name and
+    renamed into place, so processes can share it."""
+
+    def __init__(self, namespace: str):
+        self.namespace = namespace
+
+    def get(self, key: str) -> bytes | None:
+        data = read_entry(self.namespace, f"{key}.bin")
+        if data is None or len(data) <= 32:
+            return None
+        digest, payload = data[:32], data[32:]
+        return payload if hashlib.sha256(payload).digest() == digest else None
+
+    def put(self, key: str, payload: bytes) -> None:
+        write_entry(self.namespace, f"{key}.bin", hashlib.sha256(payload).digest() + payload)
+
+
+def private_folder() -> str:
+    """This process's own folder for compiled code (mkdtemp: a new name, 0700) in the temporary folder, once the
+    folders above it are checked as the cache root's are; removed at exit. Nobody else can add, swap or change a file
+    in it, so a library written there is the library loaded. Refused (an unsafe TMPDIR) with the reason."""
+    pid = os.getpid()
+    with _LOCK:
+        if (ret := _PRIVATE.get(pid)) is None:
+            base = Path(os.path.realpath(tempfile.gettempdir()))
+            for folder in [*reversed(base.parents), base]:
+                check_above(str(folder), os.lstat(folder))
+            ret = tempfile.mkdtemp(prefix="specgrad-", dir=base)
+            check_own(ret, os.lstat(ret), is_dir=True)
+            _PRIVATE[pid] = ret
+            atexit.register(_remove_private, pid, ret)
+    return ret
+
+
+def _remove_private(pid: int, folder: str) -> None:
+    if os.getpid() == pid:  # NOTE: a forked child leaves its parent's folder alone
+        shutil.rmtree(folder, ignore_errors=True)
