@@ -3,13 +3,14 @@ trained weights in a form other tools (or plain C) can run, computing what `spec
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 import typer
-from specgrad.cli.run import guess_task, load_model, spec_and_weights
+from specgrad.cli.errors import check_output_option
+from specgrad.cli.run import guess_task, load_model, read_contract, spec_and_weights
 
 from specgrad import Device
-from specgrad.device import DeviceUnavailable
 from specgrad.nn.state import get_state_dict, safe_save
 from specgrad.spec.contract import OUTPUTS
 from specgrad.spec.errors import SpecError
@@ -26,40 +27,52 @@ def export(spec_path: Path, weights: Path | None, fmt: str, out: Path | None, ov
     if fmt not in FORMATS:
         typer.echo(f"error: unknown format '{fmt}'; choose one of {', '.join(FORMATS)}", err=True)
         raise typer.Exit(2)
-    try:
-        spec, weights = spec_and_weights(spec_path, weights, overrides)
-        if out is None:
-            if not spec_path.is_dir():
-                hint = f"pass --out model{EXTENSIONS[fmt]}, or give a run folder to export into"
-                raise SpecError.at(None, "where to? --out is needed when exporting from a spec file", hint)
-            out = spec_path / f"model{EXTENSIONS[fmt]}"
-        typer.echo(write_export(spec, weights, fmt, out))
-    except SpecError as e:
-        typer.echo(str(e), err=True)
-        raise typer.Exit(1) from None
-    except (DeviceUnavailable, ImportError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(3) from None
-    except (ValueError, RuntimeError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(1 if isinstance(e, ValueError) else 3) from None
+    spec, weights = spec_and_weights(spec_path, weights, overrides)  # NOTE: errors end in cli/errors.py
+    if out is None:
+        if not spec_path.is_dir():
+            hint = f"pass --out model{EXTENSIONS[fmt]}, or give a run folder to export into"
+            raise SpecError.at(None, "where to? --out is needed when exporting from a spec file", hint)
+        out = spec_path / f"model{EXTENSIONS[fmt]}"
+    typer.echo(write_export(spec, weights, fmt, out))
+
+
+def check_export_path(out: Path, fmt: str) -> None:
+    """Where an export goes: a file (new, or a regular file to replace) in a folder that exists; for C, the header
+    written beside it too."""
+    if out.is_dir():
+        example = out / f"model{EXTENSIONS[fmt]}"
+        raise SpecError.at(None, f"--out {out} is a folder", f"name the file to write, e.g. {example}")
+    if not out.parent.is_dir():
+        raise SpecError.at(None, f"--out {out}: the folder {out.parent} does not exist", "create it first, or name "
+                           "a file in a folder that exists")  # fmt: skip
+    if fmt == "c" and out.suffix == ".h":
+        raise SpecError.at(None, f"--out {out}: the C export writes its header to <name>.h beside the C file",
+                           f"name the C file, e.g. {out.with_suffix('.c')}")  # fmt: skip
+    check_output_option(out, "--out")
+    if fmt == "c":
+        check_output_option(out.with_suffix(".h"), "the header of --out")
+
+
+def require(module: str, extra: str, what: str) -> None:
+    """An optional package: missing, it is an environment problem (exit 3) that says what to install."""
+    if importlib.util.find_spec(module) is None:
+        raise ImportError(f"{what} needs the {module} package: pip install 'specgrad[{extra}]'", name=module)
 
 
 def write_export(spec: ValidSpec, weights: Path, fmt: str, out: Path) -> str:
     """Write one export of the weights; returns what to tell the user."""
+    check_export_path(out, fmt)
+    if fmt == "onnx":
+        require("onnx", "onnx", "ONNX export")
     if fmt == "c":
         Device.DEFAULT = "CLANG"  # NOTE: the C export is made of CLANG kernels: the weights must live there
     model, meta = load_model(spec, weights)
     # NOTE: the exports compute what run computes; for weights that do not name their task, run guesses it
     served = {**meta, "task": meta.get("task") or guess_task(spec)}
-    if not out.parent.is_dir():
-        raise SpecError.at(None, f"--out {out}: the folder {out.parent} does not exist")
-    if out.is_dir():
-        example = out / f"model{EXTENSIONS[fmt]}"
-        raise SpecError.at(None, f"--out {out} is a folder", f"name the file to write, e.g. {example}")
     if fmt == "safetensors":
         safe_save(get_state_dict(model), out, metadata={**meta, "spec_hash": spec_hash(spec.values)})
         return f"wrote {out}"
+    read_contract(spec, served, weights)  # NOTE: metadata that does not fit the spec is a user's error, said here
     if fmt == "onnx":
         from specgrad.spec.export.onnx import export_onnx
 

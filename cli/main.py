@@ -1,6 +1,7 @@
 """The `specgrad` command: a Typer app with one file per command. Only cli/ exits the process.
 
-Exit codes: 0 success, 1 invalid spec or data, 2 bad command line (typer), 3 environment cannot do it.
+Exit codes (docs/cli.md; cli/errors.py maps exceptions to them): 0 success, 1 invalid spec, data or path, 2 bad
+command line (typer), 3 the environment cannot do it, 4 non-finite loss, 70 internal error, 130 interrupted.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ from typing import Annotated
 import typer
 from specgrad.cli.bench import bench
 from specgrad.cli.demo import demo
+from specgrad.cli.errors import TRACEBACKS, check_paths, handled
 from specgrad.cli.export import export
 from specgrad.cli.run import run
 from specgrad.cli.train import train
 from specgrad.cli.validate import validate
 
 from specgrad import __version__
-from specgrad.device import DeviceUnavailable
 
 app = typer.Typer(
     name="specgrad",
@@ -39,8 +40,12 @@ def main(
     version: Annotated[
         bool, typer.Option("--version", callback=_version, is_eager=True, help="print the version")
     ] = False,
+    debug: Annotated[
+        bool, typer.Option("--debug", envvar="SPECGRAD_DEBUG", help="print the traceback of an error")
+    ] = False,
 ) -> None:
     """specgrad: a declarative model-spec toolchain."""
+    TRACEBACKS.set(debug)
 
 
 @app.command("demo")
@@ -50,11 +55,8 @@ def demo_command(
     device: Annotated[str | None, typer.Option(help="device: CPU, CLANG or GPU (default: best available)")] = None,
 ) -> None:
     """Train a small MLP on two generated spirals and report the loss and accuracy."""
-    try:
+    with handled():
         demo(steps=steps, seed=seed, device=device)
-    except DeviceUnavailable as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(3) from None
 
 
 @app.command("validate")
@@ -64,7 +66,9 @@ def validate_command(
     as_json: Annotated[bool, typer.Option("--json", help="print the summary or the errors as JSON")] = False,
 ) -> None:
     """Check a spec without running anything: every problem with file:line:col, or a summary of the model."""
-    validate(spec, overrides or [], as_json)
+    with handled():
+        check_paths({"SPEC": spec})
+        validate(spec, overrides or [], as_json)
 
 
 @app.command("train")
@@ -87,7 +91,9 @@ def train_command(
     if epochs is not None and steps is not None:
         typer.echo("error: give --epochs or --steps, not both", err=True)
         raise typer.Exit(2)
-    train(spec, overrides or [], device, out, epochs, steps, resume)
+    with handled():
+        check_paths({"SPEC": spec, "--out": out, "--resume": resume})
+        train(spec, overrides or [], device, out, epochs, steps, resume)
 
 
 @app.command("run")
@@ -104,9 +110,14 @@ def run_command(
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
     device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the predictions as JSON")] = False,
+    allow_nonfinite: Annotated[
+        bool, typer.Option("--allow-nonfinite", help="run examples holding NaN or infinity (with a warning)")
+    ] = False,
 ) -> None:
     """Run trained weights on examples from a file: a class and its probability, values, or the next character."""
-    run(spec, weights, input_path, output, overrides or [], device, as_json)
+    with handled():
+        check_paths({"SPEC": spec, "--input": input_path, "--weights": weights, "--output": output})
+        run(spec, weights, input_path, output, overrides or [], device, as_json, allow_nonfinite)
 
 
 @app.command("export")
@@ -123,7 +134,9 @@ def export_command(
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
 ) -> None:
     """Export trained weights: safetensors, ONNX (needs the onnx extra), or self-contained C source."""
-    export(spec, weights, fmt, out, overrides or [])
+    with handled():
+        check_paths({"SPEC": spec, "--weights": weights, "--out": out})
+        export(spec, weights, fmt, out, overrides or [])
 
 
 @app.command("bench")
@@ -142,7 +155,8 @@ def bench_command(
     repeat: Annotated[int, typer.Option(min=1, help="at most this many timed runs per side")] = 100,
 ) -> None:
     """Time matmul, elementwise, reductions, conv2d, training steps and start-up against numpy and PyTorch."""
-    bench(device, as_json, only or [], quick, seconds, repeat)
+    with handled():
+        bench(device, as_json, only or [], quick, seconds, repeat)
 
 
 @app.command("schema")
@@ -152,7 +166,8 @@ def schema_command() -> None:
 
     from specgrad.spec.jsonschema import spec_json_schema
 
-    typer.echo(json.dumps(spec_json_schema(), indent=2))
+    with handled():
+        typer.echo(json.dumps(spec_json_schema(), indent=2))
 
 
 if __name__ == "__main__":

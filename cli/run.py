@@ -1,5 +1,7 @@
 """`specgrad run SPEC --weights W --input X`: a trained model's predictions for the examples in a .npy, .csv or .json
-file, printed (as text or JSON) or written to a .npy, .csv or .json file. Every problem is an error, exit 1."""
+file, printed (as text or JSON) or written to a .npy, .csv or .json file. Every problem with the spec, the weights or
+the examples is an error, exit 1 (cli/errors.py gives the other codes); NaN or infinity in an example is one too,
+unless --allow-nonfinite."""
 
 from __future__ import annotations
 
@@ -13,9 +15,9 @@ from typing import Any
 
 import numpy as np
 import typer
+from specgrad.cli.errors import check_output_option
 
 from specgrad import Device, Tensor
-from specgrad.device import DeviceUnavailable
 from specgrad.helpers import atomic_write, prod
 from specgrad.nn.state import load_state_dict, safe_load, safe_load_metadata
 from specgrad.spec.builder import Model, build_model
@@ -31,27 +33,21 @@ FORMATS = (".npy", ".csv", ".json")
 
 
 def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | None, overrides: list[str],
-        device: str | None, as_json: bool) -> None:  # fmt: skip
-    try:
-        spec, weights = spec_and_weights(spec_path, weights, overrides)
-        if output is not None:
-            _check_format(output, "--output")
-        if device is not None:
-            Device.DEFAULT = device
-        model, meta = load_model(spec, weights)
-        contract = read_contract(spec, meta, weights)
-        x = prepare(read_examples(input_path, spec), spec, contract, input_path)
-        out = to_result(contract, predict(model, x))
-        if output is None:
-            report(contract, out, as_json)
-            return
-        write_output(output, out, _columns(contract, spec, out))
-    except SpecError as e:
-        typer.echo(str(e), err=True)
-        raise typer.Exit(1) from None
-    except DeviceUnavailable as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(3) from None
+        device: str | None, as_json: bool, allow_nonfinite: bool = False) -> None:  # fmt: skip
+    spec, weights = spec_and_weights(spec_path, weights, overrides)
+    if output is not None:
+        check_output_option(output, "--output")  # NOTE: before any work; atomic_write checks again when writing
+        _check_format(output, "--output")
+    if device is not None:
+        Device.DEFAULT = device
+    model, meta = load_model(spec, weights)
+    contract = read_contract(spec, meta, weights)
+    x = prepare(read_examples(input_path, spec, allow_nonfinite), spec, contract, input_path)
+    out = to_result(contract, predict(model, x))
+    if output is None:
+        report(contract, out, as_json)
+        return
+    write_output(output, out, _columns(contract, spec, out))
     shape = list(out.shape)
     if as_json:
         typer.echo(json.dumps({"output": str(output), "shape": shape, "examples": len(out)}))
@@ -149,8 +145,9 @@ def _check_format(path: Path, what: str) -> None:
                            f"name a {', '.join(FORMATS[:-1])} or {FORMATS[-1]} file")  # fmt: skip
 
 
-def read_examples(path: Path, spec: ValidSpec) -> np.ndarray:
-    """(N, *input shape) numbers from a .npy, .csv or .json file, as written (not yet normalized or cast)."""
+def read_examples(path: Path, spec: ValidSpec, allow_nonfinite: bool = False) -> np.ndarray:
+    """(N, *input shape) numbers from a .npy, .csv or .json file, as written (not yet normalized or cast); NaN or
+    infinity is an error naming the first one, or with `allow_nonfinite` a warning."""
     _check_format(path, "--input")
     try:
         raw = path.read_bytes()
@@ -159,11 +156,11 @@ def read_examples(path: Path, spec: ValidSpec) -> np.ndarray:
     except OSError as e:
         raise SpecError.at(None, f"--input {path}: cannot read it: {e.strerror}") from None
     shape = next(iter(spec.inputs.values()))[0]
-    x = READERS[path.suffix.lower()](raw, path, spec)
+    x = READERS[path.suffix.lower()](raw, path, spec, allow_nonfinite)
     if path.suffix.lower() == ".csv" and x.shape[1] == prod(shape):
         x = x.reshape(len(x), *shape)  # NOTE: a CSV row is one flattened example (row-major)
     x = _batched(x, tuple(shape), path)
-    _check_finite(x, path)
+    _check_finite(x, path, allow_nonfinite)
     return x
 
 
@@ -187,15 +184,23 @@ def _where(index: tuple[int, ...]) -> str:
     return f"example {index[0]}" + (f", position {list(index[1:])}" if len(index) > 1 else "")
 
 
-def _check_finite(x: np.ndarray, path: Path) -> None:
+def _check_finite(x: np.ndarray, path: Path, allow_nonfinite: bool) -> None:
     bad = np.argwhere(~np.isfinite(x)) if x.dtype.kind == "f" else []
-    if len(bad):
-        i = tuple(int(v) for v in bad[0])
-        raise SpecError.at(None, f"{path}: {_where(i)} is {x[i]} ({len(bad)} values are NaN or infinite)",
-                           "fill in numbers, or leave those examples out")  # fmt: skip
+    if not len(bad):
+        return
+    i = tuple(int(v) for v in bad[0])
+    found = f"{path}: {_where(i)} is {x[i]} ({plural(len(bad), 'value')} NaN or infinite)"
+    if not allow_nonfinite:
+        raise SpecError.at(None, found, "fill in numbers or leave those examples out; or pass --allow-nonfinite to run "
+                           "them anyway")  # fmt: skip
+    typer.echo(f"warning: {found}; running them as given (--allow-nonfinite): their outputs may be NaN", err=True)
 
 
-def _read_npy(raw: bytes, path: Path, spec: ValidSpec) -> np.ndarray:
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'s are' if n != 1 else ' is'}"
+
+
+def _read_npy(raw: bytes, path: Path, spec: ValidSpec, allow_nonfinite: bool) -> np.ndarray:
     try:
         x = np.load(io.BytesIO(raw), allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
@@ -207,21 +212,23 @@ def _read_npy(raw: bytes, path: Path, spec: ValidSpec) -> np.ndarray:
     return x
 
 
-def _json_shape(v: Any, path: Path, at: tuple[int, ...] = ()) -> tuple[int, ...]:
-    """The shape of nested lists of numbers; the first item that is not a finite number, or ragged lists, an error."""
+def _json_shape(v: Any, path: Path, finite: bool, at: tuple[int, ...] = ()) -> tuple[int, ...]:
+    """The shape of nested lists of numbers; the first item that is not a number (a finite one, when `finite`), or
+    ragged lists, an error."""
     if isinstance(v, list):
-        shapes = [_json_shape(item, path, (*at, i)) for i, item in enumerate(v)]
+        shapes = [_json_shape(item, path, finite, (*at, i)) for i, item in enumerate(v)]
         for i, s in enumerate(shapes):
             if s != shapes[0]:
                 raise SpecError.at(None, f"{path}: item {_item((*at, i))} has shape {list(s)}, but item "
                                    f"{_item((*at, 0))} has shape {list(shapes[0])}",
                                    "every example must have the same shape")  # fmt: skip
         return (len(v), *(shapes[0] if shapes else ()))
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or (finite and not math.isfinite(v)):
         what = "is not a finite number" if isinstance(v, float) else "is not a number"
         where = f"item {_item(at)}" if at else "the file"
-        raise SpecError.at(None, f"{path}: {where} ({json.dumps(v)[:40]}) {what}",
-                           "write examples as (nested) lists of numbers")  # fmt: skip
+        hint = "write examples as (nested) lists of numbers" + ("; or pass --allow-nonfinite to run NaN and infinity"
+                                                                  if isinstance(v, float) else "")  # fmt: skip
+        raise SpecError.at(None, f"{path}: {where} ({json.dumps(v)[:40]}) {what}", hint)
     return ()
 
 
@@ -229,18 +236,18 @@ def _item(at: tuple[int, ...]) -> str:
     return "".join(f"[{i}]" for i in at)
 
 
-def _read_json(raw: bytes, path: Path, spec: ValidSpec) -> np.ndarray:
+def _read_json(raw: bytes, path: Path, spec: ValidSpec, allow_nonfinite: bool) -> np.ndarray:
     try:
         value = json.loads(raw.decode("utf-8-sig"))
     except UnicodeDecodeError:
         raise SpecError.at(None, f"--input {path} is not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise SpecError.at(Location(str(path), e.lineno, e.colno), f"{path.name} is not valid JSON: {e.msg}") from None
-    _json_shape(value, path)
+    _json_shape(value, path, not allow_nonfinite)
     return np.asarray(value, dtype=np.float64)
 
 
-def _read_csv(raw: bytes, path: Path, spec: ValidSpec) -> np.ndarray:
+def _read_csv(raw: bytes, path: Path, spec: ValidSpec, allow_nonfinite: bool) -> np.ndarray:
     """(N, columns): the spec's data.features columns for a csv-source spec, else every column in order."""
     try:
         text = raw.decode("utf-8-sig")
@@ -260,7 +267,7 @@ def _read_csv(raw: bytes, path: Path, spec: ValidSpec) -> np.ndarray:
         raise SpecError.at(Location(str(path), hline, 1), f"the first row of {path.name} holds numbers: a CSV input "
                            "needs a header row naming the columns", "add a header row")  # fmt: skip
     cols = _csv_columns(spec, header, Location(str(path), hline, 1), path)
-    return _csv_values(rows, header, cols, path)
+    return _csv_values(rows, header, cols, path, allow_nonfinite)
 
 
 def _is_number(s: str) -> bool:
@@ -284,7 +291,8 @@ def _csv_columns(spec: ValidSpec, header: list[str], loc: Location, path: Path) 
     return [header.index(f) for f in features]
 
 
-def _csv_values(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], path: Path) -> np.ndarray:
+def _csv_values(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], path: Path,
+                allow_nonfinite: bool) -> np.ndarray:  # fmt: skip
     out, problems = np.zeros((len(rows), len(cols))), []
     for i, (line, cells) in enumerate(rows):
         if len(cells) != len(header):
@@ -294,10 +302,12 @@ def _csv_values(rows: list[tuple[int, list[str]]], header: list[str], cols: list
         for j, c in enumerate(cols):
             s = cells[c].strip()
             v = float(s) if _is_number(s) else math.nan
-            if not math.isfinite(v):
+            if not _is_number(s) or (not allow_nonfinite and not math.isfinite(v)):
                 what = "is empty" if not s else f"'{s}' is not a {'finite ' * _is_number(s)}number"
-                problems.append(Problem(f"row {line}, column '{header[c]}' {what}", Location(str(path), line, c + 1),
-                                        "fill in a number, or leave the row out"))  # fmt: skip
+                hint = "fill in a number, or leave the row out" + ("; or pass --allow-nonfinite to run it anyway"
+                                                                  if _is_number(s) else "")  # fmt: skip
+                where = Location(str(path), line, c + 1)
+                problems.append(Problem(f"row {line}, column '{header[c]}' {what}", where, hint))
             out[i, j] = v
     if len(problems) > MAX_PROBLEMS:
         problems = [*problems[:MAX_PROBLEMS], Problem(f"... and {len(problems) - MAX_PROBLEMS} more in {path}")]
@@ -306,7 +316,7 @@ def _csv_values(rows: list[tuple[int, list[str]]], header: list[str], cols: list
     return out
 
 
-READERS: dict[str, Callable[[bytes, Path, ValidSpec], np.ndarray]] = {
+READERS: dict[str, Callable[[bytes, Path, ValidSpec, bool], np.ndarray]] = {
     ".npy": _read_npy, ".csv": _read_csv, ".json": _read_json}  # fmt: skip
 
 
@@ -415,12 +425,4 @@ def write_output(path: Path, out: np.ndarray, columns: list[str]) -> None:
         data = text.getvalue().encode()
     else:
         data = (json.dumps(out.tolist()) + "\n").encode()
-    _write_atomic(path, data)
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    """Write the outputs without ever leaving half a file; a write failure is a located error."""
-    try:
-        atomic_write(path, data)
-    except OSError as e:
-        raise SpecError.at(None, f"--output {path}: cannot write it: {e.strerror or e}") from None
+    atomic_write(path, data)  # NOTE: never half a file; a full or read-only disk ends in cli/errors.py, exit 3

@@ -16,7 +16,7 @@ from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from specgrad.cli.export import EXTENSIONS, write_export
 
 from specgrad import Device
-from specgrad.device import DeviceUnavailable
+from specgrad.helpers import WriteError
 from specgrad.spec.errors import SpecError
 from specgrad.spec.run_folder import (
     MetricsLog,
@@ -61,18 +61,14 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
             Device.DEFAULT = device
         trainer = Trainer.create(spec)
         folder = resume if resume is not None else new_run_folder(out or Path("runs"), str(spec.values["name"]))
-        with locked(folder):
-            if resume is None:
-                write_resolved_spec(spec, folder)
-            elif spec_path is not None:
-                typer.echo(f"note: continuing {folder} with its own spec.resolved.yaml ({spec_path} is not read)")
-            _train(spec, trainer, folder, resume is not None)
-    except SpecError as e:  # NOTE: also a damaged checkpoint, or one from another spec or data, when resuming
-        raise _fail(str(e), 1) from None
-    except DeviceUnavailable as e:
-        raise _fail(f"error: {e}", 3) from None
     except KeyboardInterrupt:  # NOTE: while loading the data or building the model: no run has started
         raise _fail("interrupted before training started", 130) from None
+    with locked(folder):  # NOTE: every other error ends in cli/errors.py (a damaged checkpoint when resuming: exit 1)
+        if resume is None:
+            write_resolved_spec(spec, folder)
+        elif spec_path is not None:
+            typer.echo(f"note: continuing {folder} with its own spec.resolved.yaml ({spec_path} is not read)")
+        _train(spec, trainer, folder, resume is not None)
 
 
 def _resume_device(folder: Path, device: str | None) -> str | None:
@@ -104,6 +100,10 @@ def _train(spec: ValidSpec, trainer: Trainer, folder: Path, resume: bool) -> Non
     except KeyboardInterrupt:  # NOTE: before the first step (loading, compiling): the newest checkpoint is kept
         raise _fail(f"interrupted before training started; continue with\n  specgrad train --resume {folder}",
                     130) from None  # fmt: skip
+    except WriteError:  # NOTE: a full or read-only disk: cli/errors.py says which file (exit 3); the run can go on
+        typer.echo(f"note: training stopped when a file could not be written; once that is fixed, continue with\n"
+                   f"  specgrad train --resume {folder}", err=True)  # fmt: skip
+        raise
     report(summary)
     write_exports(spec, summary, folder)
 
@@ -127,10 +127,9 @@ def write_exports(spec: ValidSpec, summary: Summary, folder: Path) -> None:
             continue  # NOTE: model.safetensors is that export
         try:
             typer.echo(write_export(spec, summary.weights, fmt, folder / f"model{EXTENSIONS[fmt]}"))
-        except (ImportError, RuntimeError) as e:
-            raise _fail(f"error: the weights are saved, but the {fmt} export failed: {e}", 3) from None
-        except (SpecError, ValueError) as e:
-            raise _fail(f"error: the weights are saved, but the {fmt} export failed: {e}", 1) from None
+        except Exception:
+            typer.echo(f"note: the weights are saved in {summary.weights}, but the {fmt} export failed:", err=True)
+            raise  # NOTE: cli/errors.py says why, with its exit code
 
 
 @contextlib.contextmanager

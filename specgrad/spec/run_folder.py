@@ -6,16 +6,19 @@
                     checkpoints/          epoch-NNNNN, best, interrupted: model, optimizer and position
                     model.safetensors     the final weights (the best or the last, as train.final_weights says)
 
-Every file is written atomically. Imports nn.state, spec.data, spec.errors and spec.validate; never Tensor graphs.
+Every file is written with helpers.atomic_write (or appended with append_file): only regular files inside the run
+folder, never through a link. Imports nn.state, spec.data, spec.errors and spec.validate; never Tensor graphs.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,17 +26,18 @@ from typing import Any
 
 import yaml
 
-from specgrad.helpers import atomic_write
+from specgrad.helpers import WriteError, append_file, atomic_write
 from specgrad.nn.state import safe_load_metadata
 from specgrad.spec.data import data_file
 from specgrad.spec.errors import SpecError
 from specgrad.spec.schema import Section
-from specgrad.spec.validate import TOP, ValidSpec, validate_file
+from specgrad.spec.validate import MAX_NAME, TOP, ValidSpec, validate_file
 
 RESOLVED = "spec.resolved.yaml"
 FINAL = "model.safetensors"
 RUN_FILES = (RESOLVED, "metrics.jsonl", "metrics.png", FINAL)  # NOTE: and the exports, model.<format>
 LOCK = ".lock"
+CHECKPOINTS = "checkpoints"
 PATH_KEYS = ("path",)  # NOTE: data keys holding a file path, rewritten relative to the folder of the spec file
 
 
@@ -70,33 +74,75 @@ def final_weights(path: Path) -> Path:
     raise SpecError.at(None, f"the run folder {path} has no {FINAL} (the run has not finished)", hint)
 
 
+def check_name(name: str) -> None:
+    """A spec's name becomes a folder name: one plain path component (validation says so with the line; this is the
+    second line of defence, for names that did not come through it)."""
+    bad = [c for c in name if not (c.isalnum() or c in "-_.")]
+    if not name or len(name) > MAX_NAME or bad or name[0] in ".-":
+        shown = repr(name[:MAX_NAME]) + ("..." if len(name) > MAX_NAME else "")
+        raise SpecError.at(None, f"the name {shown} cannot name a run folder", f"use 1 to {MAX_NAME} letters, digits, "
+                           "'-', '_' and '.', starting with a letter, digit or '_'")  # fmt: skip
+
+
 def new_run_folder(out: Path, name: str) -> Path:
-    """out/<name>-<n>, the first n not taken."""
+    """out/<name>-<n>, the first n not taken; always a new folder directly inside `out`."""
+    check_name(name)
+    if "\0" in str(out):
+        raise SpecError.at(None, "--out holds a NUL byte", "pass a folder for the run folders")
     if out.exists() and not out.is_dir():
         raise SpecError.at(None, f"--out {out} is a file, not a folder", "pass a folder for the run folders")
-    n = 1
     try:
         out.mkdir(parents=True, exist_ok=True)
-        while True:
-            try:
-                folder = out / f"{name}-{n}"
-                folder.mkdir()
-                return folder
-            except FileExistsError:  # NOTE: mkdir, not exists(): two runs started at once get different folders
-                n += 1
+    except (FileExistsError, NotADirectoryError):
+        raise SpecError.at(None, f"--out {out}: cannot create a run folder there (a part of it is a file, not a "
+                           "folder)", "pass a folder for the run folders") from None  # fmt: skip
     except OSError as e:
-        raise SpecError.at(None, f"--out {out}: cannot create a run folder there ({e.strerror or e})",
-                           "pass a folder you can write to") from None  # fmt: skip
+        raise WriteError(out, f"cannot create a run folder there ({e.strerror or e})", e.errno) from None
+    root, n = out.resolve(), 1
+    while True:
+        folder = out / f"{name}-{n}"
+        try:
+            folder.mkdir()  # NOTE: mkdir, not exists(): two runs started at once get different folders
+        except FileExistsError:
+            n += 1
+            continue
+        except OSError as e:
+            raise WriteError(folder, f"cannot create the run folder ({e.strerror or e})", e.errno) from None
+        if folder.resolve().parent != root:  # NOTE: check_name makes this impossible; kept as the promise itself
+            folder.rmdir()
+            raise SpecError.at(None, f"the run folder {folder} would not be inside --out {out}")
+        return folder
+
+
+def checkpoint_folder(folder: Path) -> Path:
+    """The run folder's checkpoints/, created if missing; a link or a file in its place is refused (checkpoints are
+    written inside the run folder, nowhere else)."""
+    path = folder / CHECKPOINTS
+    try:
+        path.mkdir()
+    except FileExistsError:
+        mode = path.lstat().st_mode
+        if not stat.S_ISDIR(mode):
+            what = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
+            raise SpecError.at(None, f"{path} is {what}: checkpoints are written only into a folder inside the run "
+                               "folder", f"remove {path}, then run again") from None  # fmt: skip
+    except OSError as e:
+        raise WriteError(path, f"cannot create the folder ({e.strerror or e})", e.errno) from None
+    return path
 
 
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
     """Hold the run folder for one training process: a second `train --resume` of it is refused, not interleaved."""
     try:
-        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as e:
-        raise SpecError.at(None, f"cannot lock the run folder {folder} ({e.strerror or e})") from None
+        if e.errno == errno.ELOOP:
+            raise SpecError.at(None, f"{folder / LOCK} is a symbolic link", "remove it, then run again") from None
+        raise WriteError(folder / LOCK, f"cannot lock the run folder ({e.strerror or e})", e.errno) from None
     try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SpecError.at(None, f"{folder / LOCK} is not a regular file", "remove it, then run again")
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -153,8 +199,10 @@ def cleanup_partial_files(folder: Path) -> None:
     '.<name>.<random>' beside the run folder's own files, and nothing else."""
     own = [*RUN_FILES, *(p.name for p in folder.glob("model.*"))]
     temps = [t for name in own for t in folder.glob(f".{name}.*")]
-    for tmp in temps + list((folder / "checkpoints").glob(".*.safetensors.*")):
-        tmp.unlink(missing_ok=True)
+    for tmp in temps + list((folder / CHECKPOINTS).glob(".*.safetensors.*")):
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISREG(tmp.lstat().st_mode):  # NOTE: a folder or link of that name is not one of ours
+                tmp.unlink()
 
 
 # *** metrics ***
@@ -173,9 +221,7 @@ class MetricsLog:
 
     def log(self, record: dict[str, Any]) -> None:
         self.records.append(record)
-        with open(self.path, "a") as f:
-            f.write(json.dumps(record) + "\n")
-            f.flush()
+        append_file(self.path, (json.dumps(record) + "\n").encode())
 
     def rewind(self, step: int, epoch: int) -> None:
         """Keep what was logged up to a checkpoint (step, epochs finished): a resumed run logs the rest again, so

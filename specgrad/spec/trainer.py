@@ -35,6 +35,7 @@ from specgrad.spec.errors import SpecError
 from specgrad.spec.run_folder import (
     FINAL,
     MetricsLog,
+    checkpoint_folder,
     checkpoints,
     cleanup_partial_files,
     newest_checkpoint,
@@ -217,6 +218,7 @@ class Trainer:
         """Train until the run's last step (continuing from the newest checkpoint when resuming), evaluating and
         checkpointing after every epoch, stopping early when the spec says so."""
         folder = log.folder
+        checkpoint_folder(folder)  # NOTE: a link in its place is refused before anything is read or cleaned up there
         cleanup_partial_files(folder)
         pos = self.restore(folder, say) if resume else Position()
         if resume:
@@ -362,8 +364,7 @@ class Trainer:
 
     def save_checkpoint(self, folder: Path, name: str, pos: Position) -> Path:
         """Model, optimizer and position, written atomically (a crash leaves the previous file)."""
-        (folder / "checkpoints").mkdir(exist_ok=True)
-        path = folder / "checkpoints" / f"{name}.safetensors"
+        path = checkpoint_folder(folder) / f"{name}.safetensors"
         tensors = {
             **{f"model.{k}": v for k, v in get_state_dict(self.model).items()},
             **{f"optimizer.{k}": v for k, v in get_state_dict(self.opt).items() if not k.startswith("params.")},

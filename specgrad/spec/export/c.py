@@ -4,8 +4,11 @@ metadata (a task), the forward function computes what `specgrad run` computes, a
 the input, and its outputs are `logits` and `probabilities` (classify, language) or `prediction` (regress, in the
 target's units); without a task its one output is the model's own.
 
-Imports the public API (Tensor, TinyJit, Device), spec.builder, spec.contract and spec.validate; kernel sources come
-from the captured runners, never from driving codegen.
+The runner (-DSPECGRAD_MAIN) checks its input: junk, NaN or infinity, or an example cut short ends it with a message
+and exit code 1, never with numbers printed for it.
+
+Imports the public API (Tensor, TinyJit, Device), spec.builder, spec.contract, spec.errors and spec.validate; kernel
+sources come from the captured runners, never from driving codegen.
 """
 
 from __future__ import annotations
@@ -22,20 +25,59 @@ from specgrad.realize import ExecItem
 from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, PARALLEL_GLOBAL
 from specgrad.spec.builder import Model
 from specgrad.spec.contract import RunContract, contract_from_meta
+from specgrad.spec.errors import SpecError
 from specgrad.spec.validate import ValidSpec
 
 MAIN = """
 #ifdef SPECGRAD_MAIN
+#include <ctype.h>
+#include <float.h>
 #include <stdio.h>
-/* Reads examples from stdin as whitespace-separated numbers (IN_SIZE per example) and prints each example's
-   {printed} on one line. */
+#include <stdlib.h>
+/* Reads examples from stdin as whitespace-separated numbers ({name}_IN_SIZE per example) and prints each example's
+   {printed} on one line. Input that is not {what} (a word, NaN or infinity, a value out of range, an example cut
+   short) ends it with a message on stderr and exit code 1, before that example is run; examples are counted from 0,
+   as `specgrad run` counts them. */
+static int read_token(char* buf, int size) {{
+  int c, n = 0;
+  while ((c = getchar()) != EOF && isspace(c)) {{}}
+  for (; c != EOF && !isspace(c); c = getchar(), n++)
+    if (n < size - 1) buf[n] = (char)c;
+  buf[n < size - 1 ? n : size - 1] = 0;
+  return n;  /* 0 at the end of the input; size or more: too long for a number */
+}}
+static int bad_input(long example, int i, const char* what, const char* token) {{
+  fprintf(stderr, "error: example %ld, value %d (counting from 0): '%s' %s\\n", example, i, token, what);
+  return 1;
+}}
+static int finish(void) {{
+  if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
+  fprintf(stderr, "error: cannot write the output\\n");
+  return 1;
+}}
 int main(void) {{
   static {in_type} x[{name}_IN_SIZE];
   static {out_type} {outs};
-  for (;;) {{
+  char token[64];
+  for (long example = 0;; example++) {{
     for (int i = 0; i < {name}_IN_SIZE; i++) {{
-      double v;
-      if (scanf("%lf", &v) != 1) return i == 0 ? 0 : 1;
+      int n = read_token(token, (int)sizeof token);
+      if (n == 0 && ferror(stdin)) {{
+        fprintf(stderr, "error: cannot read the input\\n");
+        return 1;
+      }}
+      if (n == 0 && i == 0) return finish();
+      if (n == 0) {{
+        fprintf(stderr, "error: the input ends inside example %ld: it has %d of the %d numbers an example needs\\n",
+                example, i, {name}_IN_SIZE);
+        return 1;
+      }}
+      if (n >= (int)sizeof token) return bad_input(example, i, "(cut short) is too long for a number", token);
+      char* end;
+      double v = strtod(token, &end);
+      if (end == token || *end != 0) return bad_input(example, i, "is not a number", token);
+      if (!isfinite(v)) return bad_input(example, i, "is not a finite number", token);
+      if ({out_of_range}) return bad_input(example, i, "{range_message}", token);
       x[i] = ({in_type})v;
     }}
     {name}_forward(x, {args});
@@ -59,10 +101,20 @@ static void softmax_rows(const float* x, float* p, int rows, int width) {
 """
 
 
+def _input_check(dtype: str) -> tuple[str, str, str]:
+    """(what the runner reads, a C condition on the double v that refuses it, the message) for the input's dtype."""
+    if dtype.startswith("float"):
+        return "a finite number", "fabs(v) > FLT_MAX", "is too large for a float"
+    info = np.iinfo(np.dtype(dtype))
+    return (f"a whole number from {info.min} to {info.max}", f"v != floor(v) || v < {info.min}.0 || v > {info.max}.0",
+            f"is not a whole number from {info.min} to {info.max} ({dtype})")  # fmt: skip
+
+
 def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], Buffer, Buffer]:
     """The kernels of one forward pass (batch of 1) on CLANG, with the input and output buffers."""
     if len(spec.inputs) != 1 or len(spec.outputs) != 1:
-        raise ValueError("the C export supports models with one input and one output")
+        raise SpecError.at(None, f"the C export takes a model with one input and one output; {spec.path} has "
+                           f"{len(spec.inputs)} and {len(spec.outputs)}")  # fmt: skip
     ((shape, dtype),) = spec.inputs.values()
     jitted = TinyJit(lambda x: model(x).realize())
     zeros = np.zeros((1, *shape), dtype=np.int32 if dtype.startswith("int") else np.float32)
@@ -71,7 +123,8 @@ def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], Buffer, Buf
         out = jitted(x)
     non_kernels = [i for i in jitted.items if not isinstance(getattr(i.run, "__self__", None), Runner)]
     if non_kernels:
-        raise ValueError("the model's forward pass copies or draws random numbers; it cannot be exported to C")
+        raise SpecError.at(None, f"the model of {spec.path} copies or draws random numbers in its forward pass, so "
+                           "it cannot be exported to C", "export it to ONNX instead")  # fmt: skip
     return jitted.items, x.lazydata.base.realized, out.lazydata.base.realized
 
 
@@ -134,9 +187,11 @@ def export_c(spec: ValidSpec, model: Model, c_path: Path, meta: dict[str, str] |
          f"#define {name}_IN_SIZE {inp.size}\n#define {name}_OUT_SIZE {out.size}\n{signature};\n")  # fmt: skip
     guard = f"SPECGRAD_{name.upper()}_H"
     h_path = c_path.with_suffix(".h")
+    what, out_of_range, range_message = _input_check(next(iter(spec.inputs.values()))[1])
     main = MAIN.format(name=name, in_type=in_type, out_type=out_type,
                        outs=", ".join(f"{o}[{name}_OUT_SIZE]" for o in outs), args=", ".join(outs),
-                       printed=outs[-1])  # fmt: skip
+                       printed=outs[-1], what=what, out_of_range=out_of_range,
+                       range_message=range_message)  # fmt: skip
     c = "\n".join([*headers, "#include <math.h>", f'#include "{h_path.name}"', *kernels, *arrays, *more,
                    f"{signature} {{", *before, *calls, *after, "}", main])  # fmt: skip
     atomic_write(h_path, f"#ifndef {guard}\n#define {guard}\n{h}#endif\n".encode())
@@ -148,8 +203,9 @@ def _around(c: RunContract, spec: ValidSpec, in_type: str, out_type: str, size: 
     """(C lines before the kernel calls, lines after them, file-level definitions) for what `specgrad run` applies
     around the model: the input standardized into `normalized`, the output's softmax or target units."""
     if (c.norm and in_type != "float") or ((c.target or c.task in ("classify", "language")) and out_type != "float"):
-        raise ValueError(f"the C export applies the training statistics and the softmax to float32 values only; "
-                         f"this model takes {in_type} and gives {out_type}")  # fmt: skip
+        raise SpecError.at(None, f"the C export applies the training statistics and the softmax to float32 values "
+                           f"only; the model of {spec.path} takes {in_type} and gives {out_type}",
+                           "export it to ONNX instead")  # fmt: skip
     before, after, more = [], [], []
     if c.norm:
         n = c.norm["mean"].size

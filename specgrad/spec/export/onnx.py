@@ -45,7 +45,8 @@ def export_onnx(spec: ValidSpec, model: Model, path: Path, opset: int = 17, meta
     inputs = []
     for name, (shape, dtype) in spec.inputs.items():
         if name in contract.outputs:
-            raise ValueError(f"the input '{name}' has the name of an output of a {contract.task} export")
+            raise SpecError.at(None, f"the input '{name}' of {spec.path} has the name of an output of a "
+                               f"{contract.task} export", "rename the input")  # fmt: skip
         g.types[name] = h.np_dtype_to_tensor_dtype(np.dtype(dtype))
         inputs.append(h.make_tensor_value_info(name, g.types[name], ["batch", *shape]))
         if contract.norm:
