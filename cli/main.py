@@ -6,6 +6,7 @@ command line (typer), 3 the environment cannot do it, 4 non-finite loss, 70 inte
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +19,7 @@ from specgrad.cli.run import run
 from specgrad.cli.train import train
 from specgrad.cli.validate import validate
 
-from specgrad import __version__
+from specgrad import Context, __version__
 
 app = typer.Typer(
     name="specgrad",
@@ -48,6 +49,30 @@ def main(
     TRACEBACKS.set(debug)
 
 
+# *** the reading policy: which files a spec may name, and how large (the spec loader enforces it) ***
+
+Root = Annotated[
+    Path | None,
+    typer.Option("--root", help="folder a spec's files (extends, data.path) may come from besides the spec's own "
+                 "folder (default: the current folder)"),
+]  # fmt: skip
+AllowOutside = Annotated[
+    bool, typer.Option("--allow-outside", help="let a spec name files outside its folder and --root")
+]
+MaxFileMb = Annotated[
+    int | None, typer.Option("--max-file-mb", min=1, help="largest data, weights or checkpoint file to read, in MiB")
+]
+
+
+def reading_policy(root: Path | None, allow_outside: bool, max_file_mb: int | None) -> AbstractContextManager:
+    """The flags SPEC_ROOT, SPEC_ALLOW_OUTSIDE and MAX_FILE_MB for the command's duration, where an option gives them
+    (otherwise they keep their values from the environment)."""
+    check_paths({"--root": root})
+    given = {"SPEC_ROOT": None if root is None else str(root), "SPEC_ALLOW_OUTSIDE": 1 if allow_outside else None,
+             "MAX_FILE_MB": max_file_mb}  # fmt: skip
+    return Context(**{k: v for k, v in given.items() if v is not None})
+
+
 @app.command("demo")
 def demo_command(
     steps: Annotated[int, typer.Option(min=1, max=100_000, help="training steps")] = 300,
@@ -64,9 +89,12 @@ def validate_command(
     spec: Annotated[Path, typer.Argument(help="the spec file (YAML), or a run folder (its spec.resolved.yaml)")],
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary or the errors as JSON")] = False,
+    root: Root = None,
+    allow_outside: AllowOutside = False,
+    max_file_mb: MaxFileMb = None,
 ) -> None:
     """Check a spec without running anything: every problem with file:line:col, or a summary of the model."""
-    with handled():
+    with handled(), reading_policy(root, allow_outside, max_file_mb):
         check_paths({"SPEC": spec})
         validate(spec, overrides or [], as_json)
 
@@ -86,12 +114,15 @@ def train_command(
     resume: Annotated[
         Path | None, typer.Option(help="continue the run in this folder, as it was started, from its newest checkpoint")
     ] = None,
+    root: Root = None,
+    allow_outside: AllowOutside = False,
+    max_file_mb: MaxFileMb = None,
 ) -> None:
     """Train the model a spec describes; writes a run folder with metrics, checkpoints and the final weights."""
     if epochs is not None and steps is not None:
         typer.echo("error: give --epochs or --steps, not both", err=True)
         raise typer.Exit(2)
-    with handled():
+    with handled(), reading_policy(root, allow_outside, max_file_mb):
         check_paths({"SPEC": spec, "--out": out, "--resume": resume})
         train(spec, overrides or [], device, out, epochs, steps, resume)
 
@@ -113,9 +144,12 @@ def run_command(
     allow_nonfinite: Annotated[
         bool, typer.Option("--allow-nonfinite", help="run examples holding NaN or infinity (with a warning)")
     ] = False,
+    root: Root = None,
+    allow_outside: AllowOutside = False,
+    max_file_mb: MaxFileMb = None,
 ) -> None:
     """Run trained weights on examples from a file: a class and its probability, values, or the next character."""
-    with handled():
+    with handled(), reading_policy(root, allow_outside, max_file_mb):
         check_paths({"SPEC": spec, "--input": input_path, "--weights": weights, "--output": output})
         run(spec, weights, input_path, output, overrides or [], device, as_json, allow_nonfinite)
 
@@ -132,9 +166,12 @@ def export_command(
         Path | None, typer.Option(help="the file to write (default for a run folder: model.onnx, model.c there)")
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
+    root: Root = None,
+    allow_outside: AllowOutside = False,
+    max_file_mb: MaxFileMb = None,
 ) -> None:
     """Export trained weights: safetensors, ONNX (needs the onnx extra), or self-contained C source."""
-    with handled():
+    with handled(), reading_policy(root, allow_outside, max_file_mb):
         check_paths({"SPEC": spec, "--weights": weights, "--out": out})
         export(spec, weights, fmt, out, overrides or [])
 

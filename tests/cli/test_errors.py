@@ -1,6 +1,7 @@
 """One error path for every command (cli/errors.py): user mistakes exit 1 with a located message, the environment
 exits 3 with how to fix it, an engine bug is an internal error (exit 70, the traceback only with --debug), Ctrl-C 130;
-`run` refuses NaN and infinity unless --allow-nonfinite; and the exported C runner refuses junk input."""
+`run` refuses NaN and infinity unless --allow-nonfinite; the exported C runner refuses junk input; and the reading
+policy's options reach their flags."""
 
 from __future__ import annotations
 
@@ -19,8 +20,10 @@ from specgrad.cli.main import app
 from typer.testing import CliRunner
 
 from specgrad import Tensor
+from specgrad.flags import MAX_FILE_MB, SPEC_ALLOW_OUTSIDE, SPEC_ROOT
 from specgrad.helpers import WriteError
 from specgrad.nn.state import get_state_dict, safe_save
+from specgrad.spec.errors import SpecError
 from specgrad.spec.trainer import Trainer
 from specgrad.spec.validate import validate_file
 
@@ -254,3 +257,31 @@ def test_the_c_runner_runs_good_input(runner_binary: Path) -> None:
     assert abs(sum(float(v) for v in ran.stdout.splitlines()[0].split()) - 1) < 1e-5, "probabilities"
     empty = subprocess.run([str(runner_binary)], input="", capture_output=True, text=True, timeout=60)
     assert empty.returncode == 0 and empty.stdout == ""
+
+
+# *** the reading policy's options reach the flags ***
+
+
+def test_reading_options_set_the_flags_for_the_command(weights: Path, examples: Path, tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    seen = []
+
+    def loader(*args: object, **kwargs: object) -> None:
+        seen.append((SPEC_ROOT.value, SPEC_ALLOW_OUTSIDE.value, MAX_FILE_MB.value))
+        raise SpecError.at(None, "stopped here by the test")
+
+    for module in ("validate", "train", "run"):  # NOTE: export loads the spec through run's spec_and_weights
+        monkeypatch.setattr(f"specgrad.cli.{module}.validate_file", loader)
+    defaults = (SPEC_ROOT.value, SPEC_ALLOW_OUTSIDE.value, MAX_FILE_MB.value)
+    options = ["--root", str(tmp_path), "--allow-outside", "--max-file-mb", "7"]
+    commands = [["validate", MLP], ["train", MLP], ["run", MLP, "--weights", weights, "--input", examples],
+                ["export", MLP, "--weights", weights, "--format", "c", "--out", tmp_path / "m.c"]]  # fmt: skip
+    for command in commands:
+        seen.clear()
+        result = invoke(*command, *options)
+        assert result.exit_code == 1 and "stopped here by the test" in result.output, (command, result.output)
+        assert seen == [(str(tmp_path), 1, 7)], command
+        assert (SPEC_ROOT.value, SPEC_ALLOW_OUTSIDE.value, MAX_FILE_MB.value) == defaults, "only for the command"
+        seen.clear()
+        assert invoke(*command).exit_code == 1 and seen == [defaults], "without the options: the environment's values"
+    assert invoke("validate", MLP, "--max-file-mb", "0").exit_code == 2, "at least 1 MiB"
