@@ -2,14 +2,18 @@
 
 A model is a plain Python object; its state is every Tensor reachable through attributes, lists, tuples and dicts,
 named by the path to it ("layers.0.weight"). Files are written through the safetensors library and read by the parser
-here, which checks the whole header before any tensor is made, over the file mapped on the DISK device. Imports device,
-dtype, helpers, lazy, ops and tensor.
+here, which checks the whole header before any tensor is made, over the file mapped on the DISK device. Every file
+safe_save writes carries a sha256 of each tensor in its metadata (CHECKSUM_KEY), and loading a tensor onto a compute
+device checks it: a changed bit is a ValueError naming the file. Imports device, dtype, flags, helpers, lazy, ops and
+tensor.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +22,7 @@ from safetensors.numpy import save
 
 from specgrad.device import Buffer, Device
 from specgrad.dtype import DType, dtypes
+from specgrad.flags import MAX_FILE_MB
 from specgrad.helpers import atomic_write, prod
 from specgrad.lazy import LazyBuffer
 from specgrad.ops import LoadOps
@@ -58,29 +63,57 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 
 
 def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
-    """Write tensors as a safetensors file, atomically: a crash leaves the old file or the new one, never half."""
+    """Write tensors as a safetensors file, atomically: a crash leaves the old file or the new one, never half. The
+    metadata gets CHECKSUM_KEY, a sha256 of each tensor (replacing any given), which safe_load verifies."""
     arrays = {k: np.array(t.numpy(), order="C") for k, t in tensors.items()}  # NOTE: keeps 0-d arrays 0-d
-    data = save(arrays, metadata=metadata)
+    sums = {k: tensor_sha256(a.dtype.name, a.shape, a.astype(a.dtype.newbyteorder("<"), copy=False)) for k, a in
+            arrays.items()}  # fmt: skip
+    data = save(arrays, metadata={**(metadata or {}), CHECKSUM_KEY: json.dumps(sums, sort_keys=True)})
     atomic_write(path, data)
 
 
 def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]:
     """The text metadata stored in a safetensors file's header."""
-    return _read_safetensors(path)[2]
+    return _Mapped(path).metadata
 
 
-def safe_load(path: str | os.PathLike, device: str | None = None) -> dict[str, Tensor]:
-    """Read a safetensors file (written by specgrad, the safetensors library or PyTorch) into Tensors on `device`.
-    With device="disk" they stay in the file (mapped read-only): nothing is read until a tensor is copied."""
-    disk_device, entries, _ = _read_safetensors(path)
+def safe_load(path: str | os.PathLike, device: str | None = None, keys: Iterable[str] | None = None
+              ) -> dict[str, Tensor]:  # fmt: skip
+    """Read a safetensors file (written by specgrad, the safetensors library or PyTorch) into Tensors on `device`; only
+    the tensors named in `keys` when given (the others' bytes are never read). On a compute device, the bytes read are
+    at most MAX_FILE_MB and each tensor is checked against the file's CHECKSUM_KEY (a file without one, written by
+    another tool or an older specgrad, loads unchecked). With device="disk" the tensors stay in the file (mapped
+    read-only): nothing is read, or checked, until a tensor is copied."""
+    f = _Mapped(path)
     target = Device.canonicalize(device) if device is not None else Device.DEFAULT
-    if target.startswith("DISK") and target not in ("DISK", disk_device):
-        raise ValueError(f"safe_load gives the tensors of {path} on its own disk device {disk_device}, not {target}")
+    if target.startswith("DISK") and target not in ("DISK", f.device):
+        raise ValueError(f"safe_load gives the tensors of {path} on its own disk device {f.device}, not {target}")
+    entries = f.entries
+    if keys is not None:
+        keys = list(keys)
+        if missing := [k for k in keys if k not in entries]:
+            raise ValueError(f"{path} has no tensor {_short(missing[0])} (it has {len(entries)})")
+        entries = {k: entries[k] for k in keys}
     if target.startswith("DISK"):
-        return entries
-    ret = {k: t.to(target) for k, t in entries.items()}
+        return {k: f.tensor(e) for k, e in entries.items()}
+    f.check_size(entries.values())
+    f.verify(entries.values())
+    ret = {k: f.tensor(e).to(target) for k, e in entries.items()}
     Tensor.corealize(list(ret.values()))
     return ret
+
+
+# *** checksums: a sha256 per tensor, over its dtype, shape and bytes (little-endian, C order) ***
+
+CHECKSUM_KEY = "tensors_sha256"  # NOTE: metadata key: JSON {tensor name: hex sha256}
+MIB = 1 << 20
+
+
+def tensor_sha256(dtype: str, shape: tuple[int, ...], data: np.ndarray) -> str:
+    """The checksum of one tensor: `dtype` is its numpy name, `data` its elements or its bytes (C order)."""
+    h = hashlib.sha256(f"{dtype} {list(shape)}\n".encode())
+    h.update(np.ascontiguousarray(data).reshape(-1).view(np.uint8))
+    return h.hexdigest()
 
 
 # *** reading safetensors: 8 bytes of header length (little-endian), a JSON header, then the tensors' bytes ***
@@ -105,21 +138,51 @@ class SafeEntry:
     end: int
 
 
-def _read_safetensors(path: str | os.PathLike) -> tuple[str, dict[str, Tensor], dict[str, str]]:
-    """The file's disk device, its tensors on it (in file order) and its metadata. Every problem is one ValueError
-    naming the file, raised before any tensor is made; nothing is read beyond the header."""
-    device = Device.canonicalize(f"disk:{os.fspath(path)}")
-    allocator: Any = Device[device].allocator
-    data = allocator.open()
-    start, entries, metadata = parse_safetensors_header(allocator.path, data)
+class _Mapped:
+    """A safetensors file mapped on its DISK device, its header checked whole: every problem is one ValueError naming
+    the file, raised before any tensor is made; nothing is read beyond the header until a tensor is used."""
 
-    def on_disk(e: SafeEntry) -> Tensor:
-        region = allocator.region(data, start + e.begin, e.end - e.begin)
-        lb = LazyBuffer.loadop(LoadOps.EMPTY, e.shape, e.dtype, device)
-        lb.realized = Buffer(device, prod(e.shape), e.dtype, opaque=region)
-        return Tensor(lb, device=device)
+    def __init__(self, path: str | os.PathLike):
+        self.path = path
+        self.device = Device.canonicalize(f"disk:{os.fspath(path)}")
+        self.allocator: Any = Device[self.device].allocator
+        self.data = self.allocator.open()
+        self.start, entries, self.metadata = parse_safetensors_header(self.allocator.path, self.data)
+        self.entries = {e.name: e for e in entries}  # NOTE: in file order
 
-    return device, {e.name: on_disk(e) for e in entries}, metadata
+    def bytes(self, e: SafeEntry) -> np.ndarray:
+        return self.data[self.start + e.begin : self.start + e.end]
+
+    def tensor(self, e: SafeEntry) -> Tensor:
+        region = self.allocator.region(self.data, self.start + e.begin, e.end - e.begin)
+        lb = LazyBuffer.loadop(LoadOps.EMPTY, e.shape, e.dtype, self.device)
+        lb.realized = Buffer(self.device, prod(e.shape), e.dtype, opaque=region)
+        return Tensor(lb, device=self.device)
+
+    def check_size(self, entries: Iterable[SafeEntry]) -> None:
+        """At most MAX_FILE_MB of tensors are read, and that is checked before any is."""
+        size, limit = sum(e.end - e.begin for e in entries), int(MAX_FILE_MB) * MIB
+        if size > limit:
+            raise ValueError(f"{self.path}: loading it reads {size / MIB:,.1f} MiB, over the limit of "
+                             f"{int(MAX_FILE_MB):,} MiB for a weights or checkpoint file; raise the limit with "
+                             "MAX_FILE_MB=<MiB> (the command line's --max-file-mb)")  # fmt: skip
+
+    def verify(self, entries: Iterable[SafeEntry]) -> None:
+        """Each tensor's bytes against the file's checksums, when it has them."""
+        if CHECKSUM_KEY not in self.metadata:
+            return
+        damaged = ValueError(f"{self.path} is damaged: its {CHECKSUM_KEY} metadata is not a checksum of each of its "
+                             "tensors")  # fmt: skip
+        try:
+            sums = json.loads(self.metadata[CHECKSUM_KEY])
+        except (ValueError, RecursionError):
+            raise damaged from None
+        if not isinstance(sums, dict) or set(sums) != set(self.entries):
+            raise damaged
+        for e in entries:
+            if tensor_sha256(e.dtype.name, e.shape, self.bytes(e)) != sums[e.name]:
+                raise ValueError(f"{self.path} is damaged: tensor {_short(e.name)} does not match its checksum (its "
+                                 "bytes changed after specgrad wrote them)")  # fmt: skip
 
 
 def parse_safetensors_header(path: str, data: np.ndarray) -> tuple[int, list[SafeEntry], dict[str, str]]:
