@@ -1,8 +1,12 @@
 """A spec's data as numpy arrays: the bundled digits and sonnets, text, CSV, .npz/.npy files, spirals and sine;
 split with the spec's seed, standardized with training statistics only, and batched. Every problem in a data file is
 a SpecError at its file:line:col, and so is data the model cannot learn from as written (the data contract: output
-width vs classes, loss vs task, labels out of range). Imports numpy, spec.errors, spec.loader, spec.resolve,
-spec.schema, spec.layers, spec.validate and specgrad.datasets (never Tensor: the trainer wraps the arrays).
+width vs classes, loss vs task, labels out of range). Imports numpy, flags, spec.errors, spec.files, spec.loader,
+spec.resolve, spec.schema, spec.layers, spec.validate and specgrad.datasets (never Tensor: the trainer wraps arrays).
+
+Files are read as spec.files allows: inside the allowed folders, regular files of at most MAX_FILE_MB. A .npz's zip
+directory and each .npy header are checked before any array is read (array count, sizes, dtypes: never a pickle), and
+only the arrays used are read. Messages quote a data file only in short excerpts (a cell, a column name).
 
 Regression targets from csv, npz and sine are standardized with the training split's mean and std (target_stats);
 `unstandardize` brings predictions back to the target's own units.
@@ -26,7 +30,9 @@ from typing import Any
 import numpy as np
 
 from specgrad.datasets import load_digits, load_text, split
-from specgrad.spec.errors import Location, Problem, SpecError
+from specgrad.flags import MAX_FILE_MB
+from specgrad.spec.errors import Location, Problem, SpecError, excerpt
+from specgrad.spec.files import MIB, SIZE_HINT, check_inside, open_data, read_data
 from specgrad.spec.layers import LAYERS
 from specgrad.spec.loader import YNode
 from specgrad.spec.resolve import resolve
@@ -39,6 +45,12 @@ FLOAT_SOURCES = ("digits", "csv", "spirals", "sine")
 MAX_LABEL = 2**31 - 1  # NOTE: labels are int32 on the device; a larger one must be an error, never a wrap
 EXACT_FLOAT32 = 2**24  # NOTE: integers up to this are exact in float32
 MAX_CLASSES = LAYERS["linear"].entry.args.fields["out"].max  # NOTE: the widest output layer the schema allows
+MAX_CSV_CELLS = 20_000_000  # NOTE: a cell is a Python string until it is parsed: about 60 bytes each
+MAX_NPZ_ARRAYS = 256  # NOTE: arrays in a .npz, counted from its zip directory before it is parsed
+MAX_ZIP_DIRECTORY = 1 << 20  # NOTE: bytes of a .npz's zip directory (a few hundred arrays need a few KiB)
+MAX_NPY_HEADER = 10_000  # NOTE: bytes of a .npy header, numpy's own limit; np.save writes about 128
+MAX_TEXT_CHARS = 64_000_000  # NOTE: a text source's windows take 16 bytes per character (x and y, int32, overlapping)
+SHOWN = 40  # NOTE: characters of a data file's cell or column name a message quotes
 # NOTE: data keys that do something for some sources only; any other source with the key given is an error
 APPLIES = {"path": ("text", "csv", "npz"), "corpus": ("text",), "context": ("text",), "features": ("csv",),
            "task": ("csv", "npz"), "samples": ("spirals", "sine"), "noise": ("spirals", "sine")}  # fmt: skip
@@ -121,6 +133,11 @@ class _Source:
     def path_loc(self, file: Path) -> Location:
         """Problems with a whole file: at data.path in the spec, else at the file itself."""
         return self.loc("path") or Location(str(file), 1, 1)
+
+    def checked(self, file: Path, value: str, loc: Location | None, key: str = "data.path") -> str:
+        """`file` (named `value` in the spec, at `loc`), once it is known to lie in the folders the spec may read."""
+        check_inside(str(file), self.spec.path, loc, key, value)
+        return str(file)
 
 
 def _source(spec: ValidSpec) -> _Source:
@@ -365,7 +382,8 @@ def _class_count_problems(src: _Source, labels: np.ndarray, target: _Target) -> 
     present = np.unique(labels)
     if len(present) >= 2:
         return []
-    only = target.names[int(present[0])] if target.names else str(int(present[0])) if len(present) else "none"
+    only = _quoted(target.names[int(present[0])]) if target.names else str(int(present[0])) if len(present) else \
+        "none"  # fmt: skip
     near = src.near("target" if src.given("target") else "source")
     loc = target.label_at(0)[1] if target.label_at is not None else near
     regress = "; to predict the numbers themselves, set data.task: regress and train.loss: mse"
@@ -385,7 +403,7 @@ def _width_problems(src: _Source, labels: np.ndarray, target: _Target, num_class
     if out[-1] == num_classes:
         return []
     names = target.names or [str(i) for i in range(num_classes)]
-    shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+    shown = ", ".join(_quoted(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
     message = f"the model's output has {_count(out[-1], 'value')} per example, one per class, but {target.what} " \
               f"hold {_count(num_classes, 'class')} ({shown})"  # fmt: skip
     return [Problem(message, loc, f"set the out of this last layer to {num_classes}")]
@@ -483,18 +501,15 @@ def _load_sine(src: _Source) -> Dataset:
 # *** files ***
 
 
-def _missing(src: _Source, file: Path) -> SpecError:
-    return SpecError.at(src.path_loc(file), f"data.path: no such file: {file}",
-                        "paths are relative to the folder of the spec that names them")  # fmt: skip
-
-
 def _read_bytes(src: _Source, file: Path) -> bytes:
-    try:
-        return file.read_bytes()
-    except FileNotFoundError:
-        raise _missing(src, file) from None
-    except OSError as e:
-        raise SpecError.at(src.path_loc(file), f"data.path: cannot read {file}: {e.strerror}") from None
+    """The whole data file data.path names, at most MAX_FILE_MB (a FIFO, device or folder is refused)."""
+    loc = src.path_loc(file)
+    return read_data(src.checked(file, src.data["path"], loc), loc, "data.path")
+
+
+def _quoted(text: str) -> str:
+    """A data file's cell or column name as a message quotes it."""
+    return excerpt(text, SHOWN)
 
 
 def _decode(raw: bytes, file: Path) -> str:
@@ -524,7 +539,11 @@ def _text(src: _Source) -> tuple[str, str]:
     if src.data["corpus"] is not None:
         return load_text(src.data["corpus"]), f"{src.data['corpus']} (bundled)"
     file = src.file()
-    text = _decode(_read_bytes(src, file), file)
+    raw = _read_bytes(src, file)
+    if len(raw) > 4 * MAX_TEXT_CHARS or len(text := _decode(raw, file)) > MAX_TEXT_CHARS:  # NOTE: 4 bytes a character
+        raise SpecError.at(src.path_loc(file), f"{file.name} has more than {MAX_TEXT_CHARS:,} characters, more than "
+                           "a text source trains on (its examples take 16 bytes of memory per character)",
+                           "use a shorter text")  # fmt: skip
     return text.replace("\r\n", "\n").replace("\r", "\n"), str(file)
 
 
@@ -544,7 +563,7 @@ def _check_vocab(text: str, codes: np.ndarray, file: str, vocab: int, from_model
     for code, i in sorted(zip(chars.tolist(), bad[first].tolist()), key=lambda t: t[1])[:MAX_PROBLEMS]:
         count = int((codes[bad] == code).sum())
         raise_it = f", or raise the embedding's vocab (now {vocab}) to at least {code + 1}" if from_model else ""
-        problems.append(Problem(f"the character '{chr(code)}' (U+{code:04X}) is outside the model's {vocab} "
+        problems.append(Problem(f"the character '{excerpt(chr(code))}' (U+{code:04X}) is outside the model's {vocab} "
                                 f"characters (codes 0..{vocab - 1}); it appears {count} time{'s' * (count > 1)}",
                                 Location(file, *_line_col(text, i)), f"remove or replace it{raise_it}"))  # fmt: skip
     if len(chars) > MAX_PROBLEMS:
@@ -584,10 +603,16 @@ def _load_text(src: _Source) -> Dataset:
 
 
 def _csv_rows(text: str, file: Path) -> list[tuple[int, list[str]]]:
-    """(line, cells) of every row with a value in it; a row's line is where it starts."""
-    reader, rows, line = csv.reader(io.StringIO(text, newline="")), [], 1
+    """(line, cells) of every row with a value in it; a row's line is where it starts. At most MAX_CSV_CELLS cells."""
+    reader, rows, line, cells_read = csv.reader(io.StringIO(text, newline="")), [], 1, 0
     try:
         for cells in reader:
+            cells_read += len(cells)
+            if cells_read > MAX_CSV_CELLS:
+                raise SpecError.at(Location(str(file), line, 1), f"{file.name} has more than {MAX_CSV_CELLS:,} cells, "
+                                   "more than a CSV file is read into memory for",
+                                   "save large data with numpy, np.savez(path, x=inputs, y=targets), and use source: "
+                                   "npz")  # fmt: skip
             if any(c.strip() for c in cells):
                 rows.append((line, cells))
             line = reader.line_num + 1
@@ -602,7 +627,8 @@ def _column_hint(name: str, header: list[str]) -> str:
         parts.append("the file seems to separate values with ';' or tabs: specgrad reads commas.")
     elif header and all(_is_number(h) for h in header):
         parts.append("the first row holds numbers: it must be a header row naming the columns.")
-    parts.append(f"the header has: {', '.join(header)}")
+    more = f", and {len(header) - 20} more" if len(header) > 20 else ""
+    parts.append(f"the header has: {', '.join(_quoted(h) for h in header[:20])}{more}")
     return " ".join(p for p in parts if p)
 
 
@@ -622,14 +648,14 @@ def _csv_columns(src: _Source, header: list[str], line: int, file: Path) -> tupl
     if target in (src.data["features"] or []):
         raise SpecError.at(src.near("features"), f"data.features includes the target column '{target}': the model "
                            "would be given the answer", "remove it from features")  # fmt: skip
-    problems = [Problem(f"data.{key} names the column '{name}', but {file.name} has no such column", hloc,
+    problems = [Problem(f"data.{key} names the column '{_quoted(name)}', but {file.name} has no such column", hloc,
                         _column_hint(name, header))
                 for key, names in (("features", features), ("target", [target])) for name in names
                 if name not in header]  # fmt: skip
     for name in [*features, target]:
         at = [i for i, h in enumerate(header) if h == name]
         if len(at) > 1:
-            problems.append(Problem(f"the header names the column '{name}' {len(at)} times (columns "
+            problems.append(Problem(f"the header names the column '{_quoted(name)}' {len(at)} times (columns "
                                     f"{', '.join(str(i + 1) for i in at)})", Location(str(file), line, at[1] + 1),
                                     "give each column its own name"))  # fmt: skip
         if name == "" and at:
@@ -643,17 +669,17 @@ def _csv_columns(src: _Source, header: list[str], line: int, file: Path) -> tupl
 
 def _cell(text: str, line: int, col: int, name: str, file: Path) -> tuple[float, Problem | None]:
     """The number in one cell, or the problem with it."""
-    s, loc = text.strip(), Location(str(file), line, col + 1)
+    s, loc, name = text.strip(), Location(str(file), line, col + 1), _quoted(name)
     if not s:
         return 0.0, Problem(f"row {line}, column '{name}' is empty", loc, "fill in a number, or remove the row")
     try:
         v = float(s)
     except ValueError:
-        return 0.0, Problem(f"row {line}, column '{name}': '{s}' is not a number", loc,
+        return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is not a number", loc,
                             "write a plain number such as 1200 or 3.5: a point for decimals, no units, no thousands "
                             "separators")  # fmt: skip
     if not math.isfinite(v):
-        return 0.0, Problem(f"row {line}, column '{name}': '{s}' is not a finite number", loc,
+        return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is not a finite number", loc,
                             "missing or infinite values cannot be learned from: fill in a number, or remove the "
                             "row")  # fmt: skip
     return v, None
@@ -706,7 +732,7 @@ def _csv_labels(rows: list[tuple[int, list[str]]], header: list[str], col: int, 
         return np.array(exact, dtype=object), None, problems
     names = sorted({s for _, s in cells if s}, key=_class_order)
     index = {name: i for i, name in enumerate(names)}
-    problems = [Problem(f"row {line}, column '{header[col]}' is empty", Location(str(file), line, col + 1),
+    problems = [Problem(f"row {line}, column '{_quoted(header[col])}' is empty", Location(str(file), line, col + 1),
                         "fill in its class, or remove the row") for line, s in cells if not s]  # fmt: skip
     return np.array([index.get(s, 0) for _, s in cells], dtype=np.float64), names, problems
 
@@ -721,7 +747,8 @@ def _stray_text_problems(rows: list[tuple[int, list[str]]], header: list[str], c
     if not words or 2 * whole <= len(cells):
         return []
     hint = "correct it or remove the row; if the column holds class names, set data.task: classify"
-    return [Problem(f"row {line}, column '{header[col]}': '{s}' is not a number, but {whole} of the column's "
+    return [Problem(f"row {line}, column '{_quoted(header[col])}': '{_quoted(s)}' is not a number, but {whole} of "
+                    f"the column's "
                     f"{len(cells)} values are whole numbers, so it is probably a typo",
                     Location(str(file), line, col + 1), hint if n == 0 else None)
             for n, (line, s) in enumerate(words)]  # fmt: skip
@@ -732,7 +759,8 @@ def _big_target_problems(rows: list[tuple[int, list[str]]], header: list[str], c
     """Whole-number regression targets past EXACT_FLOAT32 would be rounded as float32 (as in an npz array)."""
     big = [(line, n) for line, c in rows if len(c) == len(header) and (n := _int(c[col].strip())) is not None
            and abs(n) > EXACT_FLOAT32]  # fmt: skip
-    return [Problem(f"row {line}, column '{header[col]}' is {n}: regression targets are float32, which holds whole "
+    return [Problem(f"row {line}, column '{_quoted(header[col])}' is {n}: regression targets are float32, which "
+                    "holds whole "
                     f"numbers exactly up to {EXACT_FLOAT32} only", Location(str(file), line, col + 1),
                     "scale the targets down (thousands instead of units, say)" if k == 0 else None)
             for k, (line, n) in enumerate(big)]  # fmt: skip
@@ -759,7 +787,7 @@ def _load_csv(src: _Source) -> Dataset:
     _check_shape(src, (n,), f"data.features gives {n} columns ({', '.join(features)}), shape [{n}] per example")
     if not rows:
         raise SpecError.at(Location(str(file), hline + 1, 1), f"{file.name} has a header but no rows of data")
-    col, what = cols[-1], f"the values of column '{header[cols[-1]]}' in {file.name}"
+    col, what = cols[-1], f"the values of column '{_quoted(header[cols[-1]])}' in {file.name}"
     texts = any(len(c) == len(header) and c[col].strip() and not _is_number(c[col].strip()) for _, c in rows)
     task = src.data["task"] or ("classify" if texts else "regress")
     if src.data["task"] is None:
@@ -772,10 +800,10 @@ def _load_csv(src: _Source) -> Dataset:
         x, problems = _csv_numbers(rows, header, cols[:-1], file)
         y, names, more = _csv_labels(rows, header, col, file)
         _raise_cut(problems + more, file)
-        what = f"the classes in column '{header[col]}' of {file.name}"
+        what = f"the classes in column '{_quoted(header[col])}' of {file.name}"
 
     def label_at(i: int) -> tuple[str, Location]:
-        return f"row {rows[i][0]}, column '{header[col]}'", Location(str(file), rows[i][0], col + 1)
+        return f"row {rows[i][0]}, column '{_quoted(header[col])}'", Location(str(file), rows[i][0], col + 1)
 
     target = _Target(task, what, label_at if names is None else None, names, settable=True, per_row=True)
     where = f"the {len(rows)} data rows of {file.name} with valid_split {src.data['valid_split']}"
@@ -785,26 +813,115 @@ def _load_csv(src: _Source) -> Dataset:
 # *** npz ***
 
 
-def _npz_arrays(src: _Source, file: Path) -> dict[str, np.ndarray]:
-    raw = _read_bytes(src, file)
+def _npz_arrays(src: _Source, file: Path, value: str, loc: Location, wanted: tuple[str, ...]
+                ) -> tuple[list[str], dict[str, np.ndarray]]:  # fmt: skip
+    """(the names of a .npz's arrays, or ['x'] for a .npy; those of them in `wanted`, read). The file must lie in the
+    allowed folders (`value` names it in the spec, at `loc`) and be at most MAX_FILE_MB; its zip directory is checked
+    (at most MAX_NPZ_ARRAYS arrays, .npy files only, MAX_FILE_MB unpacked) before it is parsed, and each array's .npy
+    header (never Python objects, a size that fits) before its data is read."""
+    f, size = open_data(src.checked(file, value, loc), loc, "data.path")
     try:
-        if raw.startswith(b"\x93NUMPY"):  # NOTE: a single .npy file holds the inputs, 'x'
-            return {"x": np.load(io.BytesIO(raw), allow_pickle=False)}
-        if raw[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):  # NOTE: a .npz is a zip archive of .npy files
-            raise ValueError("np.save or np.savez did not write it")
-        with np.load(io.BytesIO(raw), allow_pickle=False) as f:
-            return {k: f[k] for k in f.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as e:
-        why = "it holds Python objects, which are never loaded" if "pickle" in str(e) else str(e)
-        raise SpecError.at(src.path_loc(file), f"{file.name} cannot be read as a .npz file ({why})",
+        with f:
+            head = f.read(6)
+            f.seek(0)
+            if head == b"\x93NUMPY":  # NOTE: a single .npy file holds the inputs, 'x'
+                return ["x"], {"x": _npy(f, size, file.name)} if "x" in wanted else {}
+            if head[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):  # NOTE: a .npz is a zip archive of .npy files
+                raise ValueError("np.save or np.savez did not write it")
+            _check_zip_directory(f, size)
+            with zipfile.ZipFile(f) as z:
+                members = _npz_members(z.infolist(), file, loc)
+                arrays = {}
+                for name in (n for n in wanted if n in members):
+                    with z.open(members[name]) as m:
+                        arrays[name] = _npy(m, members[name].file_size, f"{name}.npy")
+                return list(members), arrays
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as e:
+        raise SpecError.at(loc, f"{file.name} cannot be read as a .npz file ({excerpt(str(e), 200)})",
                            "save the arrays with numpy: np.savez(path, x=inputs, y=targets)") from None  # fmt: skip
 
 
-def _npz_get(src: _Source, arrays: dict[str, np.ndarray], key: str, file: Path, loc: Location) -> np.ndarray:
+def _check_zip_directory(f: Any, size: int) -> None:
+    """The zip directory's entry count and size, from its end record, before zipfile parses it (an entry takes memory
+    and time to parse, and a 1 GiB file could hold millions)."""
+    f.seek(max(0, size - 65_557))  # NOTE: the end record (22 bytes) and a comment of up to 65535 bytes
+    tail = f.read()
+    f.seek(0)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        raise ValueError("it has no zip directory: is it cut short?")
+    count, dir_size = _le(tail[at + 10 : at + 12]), _le(tail[at + 12 : at + 16])
+    if at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07":  # NOTE: a zip64 locator: zipfile reads its record instead
+        f.seek(_le(tail[at - 12 : at - 4]))
+        record = f.read(56)
+        f.seek(0)
+        if len(record) < 56 or record[:4] != b"PK\x06\x06":
+            raise ValueError("its zip64 directory record is damaged")
+        count, dir_size = _le(record[32:40]), _le(record[40:48])
+    if count > MAX_NPZ_ARRAYS or dir_size > MAX_ZIP_DIRECTORY:
+        raise ValueError(f"its zip directory lists {count:,} files in {dir_size:,} bytes, but a .npz may hold at most "
+                         f"{MAX_NPZ_ARRAYS} arrays")  # fmt: skip
+
+
+def _le(b: bytes) -> int:
+    return int.from_bytes(b, "little")
+
+
+def _npz_members(infos: list[zipfile.ZipInfo], file: Path, loc: Location) -> dict[str, zipfile.ZipInfo]:
+    """The arrays of a .npz by name ('x' for x.npy): each a plain .npy file, together at most MAX_FILE_MB unpacked."""
+    if len(infos) > MAX_NPZ_ARRAYS:
+        raise ValueError(f"it holds {len(infos):,} files, but a .npz may hold at most {MAX_NPZ_ARRAYS} arrays")
+    members: dict[str, zipfile.ZipInfo] = {}
+    for info in infos:
+        if not info.filename.endswith(".npy") or info.is_dir() or info.flag_bits & 0x1:
+            raise ValueError(f"'{excerpt(info.filename)}' in it is not a .npy array (np.savez writes only those)")
+        if info.filename[:-4] in members:
+            raise ValueError(f"it holds '{excerpt(info.filename)}' twice")
+        members[info.filename[:-4]] = info
+    unpacked, limit = sum(i.file_size for i in infos), int(MAX_FILE_MB.value)
+    if unpacked > limit * MIB:
+        raise SpecError.at(loc, f"{file} unpacks to {unpacked / MIB:,.1f} MiB, over the limit of {limit:,} MiB for a "
+                           "data file", SIZE_HINT)  # fmt: skip
+    return members
+
+
+def _npy(f: Any, size: int, name: str) -> np.ndarray:
+    """The array of a .npy file or zip member `f` of `size` bytes; its header is checked before its data is read."""
+    fmt = np.lib.format
+    version = fmt.read_magic(f)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f"'{excerpt(name)}' is a .npy file of version {version[0]}.{version[1]}, which np.save "
+                         "writes for named fields only")  # fmt: skip
+    length = int.from_bytes(f.read(2 if version == (1, 0) else 4), "little")
+    if length > MAX_NPY_HEADER:
+        raise ValueError(f"the header of '{excerpt(name)}' is {length:,} bytes long, over the {MAX_NPY_HEADER:,} a "
+                         ".npy header may have")  # fmt: skip
+    f.seek(0)
+    fmt.read_magic(f)
+    read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+    try:
+        shape, _, dtype = read_header(f, max_header_size=MAX_NPY_HEADER)
+    except (ValueError, SyntaxError, TypeError):  # NOTE: numpy's messages quote the header: say it in words instead
+        raise ValueError(f"the header of '{excerpt(name)}' is not one np.save writes") from None
+    if dtype.hasobject:
+        raise ValueError(f"'{excerpt(name)}' holds Python objects, which are never loaded")
+    need, left = math.prod(shape) * dtype.itemsize, size - f.tell()
+    if need > left:
+        raise ValueError(f"'{excerpt(name)}' of shape {list(shape)} and dtype {dtype} needs {need:,} bytes, but only "
+                         f"{max(0, left):,} follow its header: is it cut short?")  # fmt: skip
+    f.seek(0)
+    try:
+        return fmt.read_array(f, allow_pickle=False, max_header_size=MAX_NPY_HEADER)
+    except (ValueError, EOFError, OSError):
+        raise ValueError(f"'{excerpt(name)}' is cut short or damaged") from None
+
+
+def _npz_get(src: _Source, names: list[str], arrays: dict[str, np.ndarray], key: str, file: Path, loc: Location
+             ) -> np.ndarray:  # fmt: skip
     if key not in arrays:
-        held = f"it holds: {', '.join(arrays) or 'nothing'}"
-        hint = f"{dym} {held}" if (dym := did_you_mean(key, list(arrays))) else held
-        raise SpecError.at(loc, f"{file.name} has no array named '{key}'", hint)
+        held = f"it holds: {', '.join(excerpt(n) for n in names[:20]) or 'nothing'}"
+        hint = f"{dym} {held}" if (dym := did_you_mean(key, names)) else held
+        raise SpecError.at(loc, f"{file.name} has no array named '{excerpt(key)}'", hint)
     a = arrays[key]
     if a.dtype.kind not in "biuf" or a.ndim == 0 or len(a) == 0:
         raise SpecError.at(loc, f"the array '{key}' of {file.name} must hold numbers per example, got {a.dtype} "
@@ -830,9 +947,11 @@ def _npz_target(src: _Source, y: np.ndarray, key: str, file: Path, loc: Location
 
 
 def _load_npz(src: _Source) -> Dataset:
-    file = src.file()
-    arrays, loc = _npz_arrays(src, file), src.path_loc(file)
-    x = _npz_get(src, arrays, "x", file, loc)
+    file, key = src.file(), src.data["target"] or "y"
+    loc = src.path_loc(file)
+    wanted = ("x",) if src.data["target"] == "input" or key.endswith(".npy") else ("x", key)
+    names, arrays = _npz_arrays(src, file, src.data["path"], loc, wanted)
+    x = _npz_get(src, names, arrays, "x", file, loc)
     _check_shape(src, x.shape[1:], f"'x' in {file.name} holds examples of shape {list(x.shape[1:])}")
     if src.dtype.startswith(("int", "uint", "bool")) and not np.array_equal(x.astype(src.dtype), x):
         raise SpecError.at(src.input_loc("dtype") or loc, f"'x' in {file.name} holds values that {src.dtype} cannot "
@@ -841,11 +960,10 @@ def _load_npz(src: _Source) -> Dataset:
     what = f"the {len(x)} examples of {file.name} with valid_split {src.data['valid_split']}"
     if src.data["target"] == "input":
         return _split(src, x, x.astype(np.float32), _Target("regress", f"'x' in {file.name}"), loc, what)
-    key = src.data["target"] or "y"
     yloc = (src.near("target") or loc) if src.data["target"] else loc
     if key.endswith(".npy"):  # NOTE: x in a .npy file, y in another beside it
-        arrays = {key: _npz_arrays(src, file.parent / key)["x"]}
-    y = _npz_get(src, arrays, key, file, yloc)
+        names, arrays = [key], {key: _npz_arrays(src, file.parent / key, key, yloc, ("x",))[1]["x"]}
+    y = _npz_get(src, names, arrays, key, file, yloc)
     if len(y) != len(x):
         raise SpecError.at(yloc, f"'{key}' in {file.name} has {len(y)} examples but 'x' has {len(x)}",
                            "save one target per example")  # fmt: skip

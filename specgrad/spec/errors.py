@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+MAX_EXCERPT = 60  # NOTE: characters of a spec's text a message quotes at most; a value can be a megabyte long
+
 
 @dataclass(frozen=True)
 class Location:
@@ -47,3 +49,10 @@ class SpecError(Exception):
     @classmethod
     def at(cls, loc: Location | None, message: str, hint: str | None = None) -> SpecError:
         return cls([Problem(message, loc, hint)])
+
+
+def excerpt(text: str, limit: int = MAX_EXCERPT) -> str:
+    """`text` as a message quotes it: on one line (control and format characters escaped), cut to `limit` characters."""
+    shown = "".join(c if c.isprintable() else repr(c)[1:-1] if ord(c) < 128 else f"\\u{ord(c):04x}"
+                    for c in text[: limit + 1])  # fmt: skip
+    return shown if len(shown) <= limit and len(text) <= limit else shown[: limit - 3] + "..."

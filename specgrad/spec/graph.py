@@ -1,23 +1,30 @@
 """Models as graphs: named nodes that take their inputs `from:` the spec's inputs or nodes above them, reusable
 blocks expanded `repeat` times, and static shape inference through the whole graph. A sequential layer list is
-the graph in which each layer takes the one before it.
+the graph in which each layer takes the one before it. Once blocks are expanded a model has at most MAX_STEPS layers
+and ops.
 
 Imports spec.errors, spec.loader, spec.schema and spec.layers.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from typing import Any
 
 from specgrad.helpers import prod
-from specgrad.spec.errors import Location, Problem, SpecError
+from specgrad.spec.errors import Location, Problem, SpecError, excerpt
 from specgrad.spec.layers import LAYERS, Shape, ShapeMismatch
 from specgrad.spec.loader import YNode
 from specgrad.spec.resolve import substitute_in
 from specgrad.spec.schema import REQUIRED, Field, Section, check_section, describe, did_you_mean, with_defaults
 
 NODE_KEYS = ("name", "from", "layer", "op", "block", "repeat", "with")
+MAX_STEPS = 10_000  # NOTE: layers and ops of the expanded model: repeat inside repeat multiplies
+MAX_BLOCK_DEPTH = 8  # NOTE: blocks inside blocks
+MAX_NAME = 64  # NOTE: characters of a node's or an input's name
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+NAME_HINT = f"use letters, digits, '_' and '-' (not first), at most {MAX_NAME} characters, e.g. attn_1"
 BLOCK = Section("block", "a reusable piece of graph", {
     "params": Field("list", "names the block's graph can use as $name", [], item=Field("str", "a parameter name")),
     "graph": Field("list", "the block's nodes; 'in' is the block's input and the node named 'out' its output",
@@ -80,11 +87,30 @@ def sequential_nodes(model: YNode) -> tuple[list[_Node], list[Problem]]:
     return nodes, problems
 
 
+def name_problem(name: str, loc: Location, what: str) -> Problem | None:
+    """A node's or an input's name names values in messages, the summary table and the ONNX graph, and the copies of a
+    block's nodes are named <node>.<copy>.<name>: so letters, digits, '_' and '-' only, and short."""
+    if NAME.fullmatch(name) and len(name) <= MAX_NAME:
+        return None
+    bad = next((c for c in name if not (c.isascii() and (c.isalnum() or c in "_-"))), None)
+    if not name:
+        why = "is empty"
+    elif len(name) > MAX_NAME:
+        why = f"is {len(name):,} characters long, over {MAX_NAME}"
+    elif bad == ".":
+        why = "holds '.', which separates the copies of a block's nodes (body.0.attn)"
+    elif bad is not None:
+        why = f"holds {excerpt(bad)!r}"
+    else:
+        why = "starts with '-'"
+    return Problem(f"{what} name '{excerpt(name)}' {why}", loc, NAME_HINT)
+
+
 def _layer_args(name: str, node: YNode | None, where: str, loc: Location) -> tuple[dict, list[Problem]]:
     if name not in LAYERS:
         return {}, [
             Problem(
-                f"unknown layer '{name}' in {where}",
+                f"unknown layer '{excerpt(name)}' in {where}",
                 loc,
                 did_you_mean(name, list(LAYERS)) or f"known layers: {', '.join(LAYERS)}",
             )
@@ -128,6 +154,8 @@ def _graph_node(item: YNode, at: str, blocks: dict[str, YNode]) -> tuple[_Node |
     name = v.get("name")
     if name is None or name.kind != "scalar" or not isinstance(name.value, str):
         return None, [Problem(f"{at} needs a name (text)", (name or item).loc)]
+    if (problem := name_problem(name.value, name.loc, "the node")) is not None:
+        return None, [problem]
     at = f"node '{name.value}'"
     kinds = [k for k in ("layer", "op", "block") if k in v]
     if len(kinds) != 1:
@@ -151,7 +179,7 @@ def _graph_node(item: YNode, at: str, blocks: dict[str, YNode]) -> tuple[_Node |
         if what not in OPS:
             return None, problems + [
                 Problem(
-                    f"unknown op '{what}' in {at}",
+                    f"unknown op '{excerpt(what)}' in {at}",
                     what_node.loc,
                     did_you_mean(what, list(OPS)) or f"ops: {', '.join(OPS)}",
                 )
@@ -161,11 +189,12 @@ def _graph_node(item: YNode, at: str, blocks: dict[str, YNode]) -> tuple[_Node |
     if what not in blocks:
         known = f"blocks: {', '.join(blocks)}" if blocks else "define it under blocks:"
         hint = did_you_mean(what, list(blocks)) or known
-        return None, problems + [Problem(f"unknown block '{what}' in {at}", what_node.loc, hint)]
+        return None, problems + [Problem(f"unknown block '{excerpt(what)}' in {at}", what_node.loc, hint)]
     if rest.value:
         key = next(iter(rest.value))
         loc = rest.key_locs[key] if rest.key_locs else item.loc
-        return None, problems + [Problem(f"unknown key '{key}' in {at}", loc, did_you_mean(key, list(NODE_KEYS)))]
+        return None, problems + [Problem(f"unknown key '{excerpt(key)}' in {at}", loc,
+                                         did_you_mean(key, list(NODE_KEYS)))]  # fmt: skip
     repeat = v.get("repeat")
     found = check_section(YNode({"repeat": repeat}, item.loc, "map", key_locs={"repeat": repeat.loc}),
                           REPEAT, at) if repeat else []  # fmt: skip
@@ -185,7 +214,7 @@ def node_key_problems(graph: YNode) -> list[Problem]:
         if known is None:
             continue  # NOTE: a node without a name or kind is reported when the block is expanded
         where, args = known
-        problems += [Problem(f"unknown key '{k}' in {where}", item.key_locs[k] if item.key_locs else item.loc,
+        problems += [Problem(f"unknown key '{excerpt(k)}' in {where}", item.key_locs[k] if item.key_locs else item.loc,
                              did_you_mean(k, [*NODE_KEYS, *args]))
                      for k in item.value if k not in NODE_KEYS and k not in args]  # fmt: skip
     return problems
@@ -197,7 +226,7 @@ def _known_keys(item: YNode) -> tuple[str, tuple[str, ...]] | None:
     name = item.get("name")
     if len(kinds) != 1 or name is None or not isinstance(what := item.value[kinds[0]].value, str):
         return None
-    at = f"node '{name.value}'"
+    at = f"node '{excerpt(str(name.value))}'"
     if kinds[0] == "layer":
         return (f"{at}.{what}", tuple(LAYERS[what].entry.args.fields)) if what in LAYERS else None
     if kinds[0] == "op":
@@ -218,24 +247,45 @@ def _sources(node: YNode | None, at: str, loc: Location) -> tuple[tuple[tuple[st
 # *** expanding blocks and inferring shapes, in order ***
 
 
+class _Budget:
+    """The steps the expanded model may still have, and the model's node being expanded (where an error points)."""
+
+    def __init__(self) -> None:
+        self.left, self.where = MAX_STEPS, None
+
+    def take(self, node: _Node) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise SpecError([Problem(f"the model has more than {MAX_STEPS:,} layers and ops once its blocks are "
+                                     "expanded (repeat copies a block, and a block inside it is copied each time)",
+                                     self.where or node.loc, "use fewer or smaller repeats")])  # fmt: skip
+
+
 def infer(nodes: list[_Node], inputs: dict[str, tuple[Shape, Location]], blocks: dict[str, YNode],
-          variables: dict[str, YNode], prefix: str = "", depth: int = 0
+          variables: dict[str, YNode], prefix: str = "", depth: int = 0, budget: _Budget | None = None
           ) -> tuple[list[Step], dict[str, Shape]]:  # fmt: skip
     """Steps in execution order and every name's shape; `from:` may name inputs and nodes above only (no cycles)."""
     shapes: dict[str, Shape] = {k: s for k, (s, _) in inputs.items()}
     origin: dict[str, str] = {k: _input_words(k, loc) for k, (_, loc) in inputs.items()}
     later = {n.name: n.loc for n in nodes}
     steps: list[Step] = []
+    budget = budget or _Budget()
     for node in nodes:
+        if depth == 0:
+            budget.where = node.loc
+        if node.name in inputs:
+            raise SpecError([Problem(f"node '{node.name}' has the name of an input, so 'from: {node.name}' could mean "
+                                     "either", node.loc, "give the node another name")])  # fmt: skip
         in_shapes = []
         for src, loc in node.srcs:
             if src not in shapes:
                 raise SpecError([_unknown_source(node, src, loc, shapes, later)])
             in_shapes.append(shapes[src])
         if node.kind == "block":
-            new_steps, out = _expand_block(node, in_shapes, blocks, variables, prefix, depth)
+            new_steps, out = _expand_block(node, in_shapes, blocks, variables, prefix, depth, budget)
             steps += new_steps
         else:
+            budget.take(node)
             step = _run_step(node, in_shapes, [origin[s] for s, _ in node.srcs], prefix, set(inputs))
             steps.append(step)
             out = step.out_shape
@@ -259,6 +309,7 @@ def _node_words(name: str, node: _Node) -> str:
 
 
 def _unknown_source(node: _Node, src: str, loc: Location, shapes: dict, later: dict) -> Problem:
+    src = excerpt(src)
     if src == node.name:
         return Problem(f"node '{node.name}' takes its own output: a graph cannot have cycles", loc)
     if src in later:
@@ -308,10 +359,10 @@ def _op_shape(op: str, shapes: list[Shape], args: dict[str, Any]) -> Shape:
 
 
 def _expand_block(node: _Node, in_shapes: list[Shape], blocks: dict[str, YNode], variables: dict[str, YNode],
-                  prefix: str, depth: int) -> tuple[list[Step], Shape]:  # fmt: skip
-    if depth > 8:
-        raise SpecError([Problem(f"blocks nest more than 8 deep at node '{node.name}' (does a block use itself?)",
-                                 node.loc)])  # fmt: skip
+                  prefix: str, depth: int, budget: _Budget) -> tuple[list[Step], Shape]:  # fmt: skip
+    if depth > MAX_BLOCK_DEPTH:
+        raise SpecError([Problem(f"blocks nest more than {MAX_BLOCK_DEPTH} deep at node '{node.name}' (does a block "
+                                 "use itself?)", node.loc)])  # fmt: skip
     if len(in_shapes) != 1:
         raise SpecError([Problem(f"block node '{node.name}' takes one input, got {len(in_shapes)}", node.loc)])
     block = blocks[node.what]
@@ -339,7 +390,7 @@ def _expand_block(node: _Node, in_shapes: list[Shape], blocks: dict[str, YNode],
         nodes, problems = graph_nodes(graph, f"block '{node.what}'", blocks)
         if problems:
             raise SpecError(problems)
-        new_steps, shapes = infer(nodes, {"in": (shape, node.loc)}, blocks, variables, copy, depth + 1)
+        new_steps, shapes = infer(nodes, {"in": (shape, node.loc)}, blocks, variables, copy, depth + 1, budget)
         if "out" not in shapes:
             raise SpecError([Problem(f"block '{node.what}' has no node named 'out' (its output)", block.loc)])
         steps += [replace(s, srcs=tuple(src if x == "in" else x for x in s.srcs)) for s in new_steps]

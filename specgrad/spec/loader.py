@@ -1,5 +1,6 @@
 """YAML text -> a tree of located YNodes: YAML 1.2 core-schema scalars, no tags, one document, bounded size and depth.
-Uses pyyaml's reader, scanner, parser and composer only (never its constructors: nothing can run); imports spec.errors.
+Uses pyyaml's reader, scanner, parser and composer only (never its constructors: nothing can run); imports spec.errors
+and spec.files.
 """
 
 from __future__ import annotations
@@ -7,7 +8,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import stat
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple
@@ -21,9 +21,11 @@ from yaml.reader import Reader, ReaderError
 from yaml.resolver import BaseResolver
 from yaml.scanner import Scanner
 
-from specgrad.spec.errors import Location, Problem, SpecError
+from specgrad.spec.errors import Location, Problem, SpecError, excerpt
+from specgrad.spec.files import open_regular
 
 MAX_BYTES, MAX_DEPTH, MAX_NODES = 1_000_000, 64, 100_000
+MAX_TEXT = 4_000_000  # NOTE: characters of text in a spec once aliases are expanded (an alias copies its anchor's)
 
 
 @dataclass(eq=False)
@@ -196,11 +198,20 @@ def _too_large(file: str, size: int | None, max_bytes: int) -> SpecError:
 
 
 def _too_deep(loc: Location, max_depth: int, alias: str | None = None) -> SpecError:
-    who = f"alias *{alias} makes the spec nest" if alias else "the spec nests"
+    who = f"alias *{excerpt(alias)} makes the spec nest" if alias else "the spec nests"
     return SpecError.at(
         loc,
         f"{who} too deep: more than {max_depth} levels of lists and mappings",
         "flatten the structure; no spec needs this many levels",
+    )
+
+
+def _too_much_text(loc: Location, max_text: int, alias: str | None) -> SpecError:
+    who = f"alias *{excerpt(alias)} makes the spec's text" if alias else "the spec's text is"
+    return SpecError.at(
+        loc,
+        f"{who} too long: more than {max_text:,} characters in all",
+        "anchors (&) and aliases (*) can reuse a part of a spec, not multiply it; keep long text in its own files",
     )
 
 
@@ -228,14 +239,14 @@ class _Alias(Node):
 class _SpecComposer(Reader, Scanner, Parser, Composer, BaseResolver):
     """pyyaml's composer, refusing tags, deep nesting, too many values, recursive aliases and a second document."""
 
-    def __init__(self, text: str, file: str, max_depth: int, max_nodes: int) -> None:
+    def __init__(self, text: str, file: str, max_depth: int, max_nodes: int, counted: int) -> None:
         Reader.__init__(self, text)
         Scanner.__init__(self)
         Parser.__init__(self)
         Composer.__init__(self)
         BaseResolver.__init__(self)
         self.file, self.max_depth, self.max_nodes = file, max_depth, max_nodes
-        self.depth, self.nodes, self.open_anchors = 0, 0, set()
+        self.depth, self.nodes, self.open_anchors = 0, counted, set()
 
     def loc(self, mark: yaml.Mark) -> Location:
         return _mark_loc(mark, self.file)
@@ -275,7 +286,7 @@ class _SpecComposer(Reader, Scanner, Parser, Composer, BaseResolver):
             first = self.anchors[event.anchor].start_mark.line + 1
             raise SpecError.at(
                 self.loc(event.start_mark),
-                f"anchor &{event.anchor} is already defined on line {first}",
+                f"anchor &{excerpt(event.anchor)} is already defined on line {first}",
                 "give this anchor another name",
             )
         self.nodes += not (isinstance(parent, MappingNode) and index is None)  # keys are not counted as values
@@ -294,14 +305,17 @@ class _SpecComposer(Reader, Scanner, Parser, Composer, BaseResolver):
 
     def compose_alias(self, event: AliasEvent) -> _Alias:
         name, loc = event.anchor, self.loc(event.start_mark)
+        shown = excerpt(name)
         if name in self.open_anchors:
             raise SpecError.at(
                 loc,
-                f"alias *{name} is inside its own anchor &{name}, so it would repeat forever",
-                f"an alias can only reuse a part that is complete before it; move *{name} out of &{name}",
+                f"alias *{shown} is inside its own anchor &{shown}, so it would repeat forever",
+                f"an alias can only reuse a part that is complete before it; move *{shown} out of &{shown}",
             )
         if name not in self.anchors:
-            raise SpecError.at(loc, f"alias *{name} has no anchor", f"define &{name} on a value before using *{name}")
+            raise SpecError.at(
+                loc, f"alias *{shown} has no anchor", f"define &{shown} on a value before using *{shown}"
+            )
         return _Alias(self.anchors[name], event.start_mark, name)
 
 
@@ -315,10 +329,12 @@ def _describe(value: Any) -> str:
 
 
 class _Converter:
-    """Builds YNodes, expanding aliases; counts every node made, so an alias bomb fails after max_nodes of them."""
+    """Builds YNodes, expanding aliases; counts every node made and every character of text, so an alias bomb fails
+    after max_nodes of them or max_text characters."""
 
-    def __init__(self, file: str, max_nodes: int, max_depth: int) -> None:
-        self.file, self.max_nodes, self.max_depth, self.count = file, max_nodes, max_depth, 0
+    def __init__(self, file: str, max_nodes: int, max_depth: int, max_text: int, counted: tuple[int, int]) -> None:
+        self.file, self.max_nodes, self.max_depth, self.count = file, max_nodes, max_depth, counted[0]
+        self.max_text, self.text = max_text, counted[1]
         self.locs: dict[int, Location] = {}  # id(node) -> its location, shared by every copy an alias makes
 
     def loc(self, node: Node) -> Location:
@@ -334,6 +350,9 @@ class _Converter:
         if self.count > self.max_nodes:
             raise self.too_big(node, via)
         if isinstance(node, ScalarNode):
+            self.text += len(node.value)
+            if self.text > self.max_text:
+                raise _too_much_text(self.loc(via or node), self.max_text, via and via.name)
             plain = node.style is None
             value = resolve_scalar(node.value) if plain else node.value
             return YNode(value, self.loc(node), "scalar", text=node.value, quoted=not plain)
@@ -351,7 +370,7 @@ class _Converter:
             if key in value:
                 raise SpecError.at(
                     loc,
-                    f"duplicate key '{key}': it is already set on line {key_locs[key].line}",
+                    f"duplicate key '{excerpt(key)}': it is already set on line {key_locs[key].line}",
                     "remove one of them (YAML would silently keep only the last one)",
                 )
             key_locs[key] = loc
@@ -361,7 +380,7 @@ class _Converter:
     def key(self, node: Node) -> str:
         loc = self.loc(node)
         if isinstance(node, _Alias):
-            raise SpecError.at(loc, f"an alias (*{node.name}) cannot be a key: keys must be plain names")
+            raise SpecError.at(loc, f"an alias (*{excerpt(node.name)}) cannot be a key: keys must be plain names")
         if not isinstance(node, ScalarNode):
             what = "a list" if isinstance(node, SequenceNode) else "a mapping"
             raise SpecError.at(loc, f"{what} cannot be a key: keys must be plain names")
@@ -372,8 +391,8 @@ class _Converter:
             raise SpecError.at(loc, "a key is missing here: keys must be plain names")
         raise SpecError.at(
             loc,
-            f"key {node.value} is read as {_describe(value)}: keys must be plain names",
-            f"use a name that starts with a letter, or write '{node.value}' in quotes if you mean the text",
+            f"key {excerpt(node.value)} is read as {_describe(value)}: keys must be plain names",
+            f"use a name that starts with a letter, or write '{excerpt(node.value)}' in quotes if you mean the text",
         )
 
     def too_big(self, node: Node, via: _Alias | None) -> SpecError:
@@ -381,7 +400,7 @@ class _Converter:
             return _too_many(self.loc(node), self.max_nodes)
         return SpecError.at(
             self.loc(via),
-            f"alias *{via.name} makes the spec too big: it grows past {self.max_nodes:,} values",
+            f"alias *{excerpt(via.name)} makes the spec too big: it grows past {self.max_nodes:,} values",
             "anchors (&) and aliases (*) can reuse a part of a spec, not multiply it",
         )
 
@@ -390,14 +409,22 @@ class _Converter:
 
 
 def parse_yaml(
-    text: str, filename: str, *, max_bytes: int = MAX_BYTES, max_depth: int = MAX_DEPTH, max_nodes: int = MAX_NODES
+    text: str,
+    filename: str,
+    *,
+    max_bytes: int = MAX_BYTES,
+    max_depth: int = MAX_DEPTH,
+    max_nodes: int = MAX_NODES,
+    max_text: int = MAX_TEXT,
+    counted: tuple[int, int] = (0, 0),
 ) -> YNode:
-    """Parse spec text; `filename` is only used in locations. Raises SpecError."""
+    """Parse spec text; `filename` is only used in locations. `counted` is the values and text already read into the
+    same spec (from the specs it extends), counted against max_nodes and max_text too. Raises SpecError."""
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > max_bytes:
         raise _too_large(filename, size, max_bytes)
     try:
-        root = _SpecComposer(text, filename, max_depth, max_nodes).compose_spec()
+        root = _SpecComposer(text, filename, max_depth, max_nodes, counted[0]).compose_spec()
     except ReaderError as e:
         raise SpecError.at(
             _loc_at(text, e.position, filename),
@@ -410,7 +437,7 @@ def parse_yaml(
         raise SpecError.at(
             Location(filename, 1, 1), "the spec is empty", "write the spec's settings as 'key: value' lines"
         )
-    return _Converter(filename, max_nodes, max_depth).convert(root, 0, None)
+    return _Converter(filename, max_nodes, max_depth, max_text, counted).convert(root, 0, None)
 
 
 def load_yaml(
@@ -420,27 +447,37 @@ def load_yaml(
     max_bytes: int = MAX_BYTES,
     max_depth: int = MAX_DEPTH,
     max_nodes: int = MAX_NODES,
+    max_text: int = MAX_TEXT,
+    counted: tuple[int, int] = (0, 0),
 ) -> YNode:
-    """Read and parse a spec file (or `text`, located as `path`). Raises SpecError."""
+    """Read and parse a spec file (or `text`, located as `path`); only a regular file is read. Raises SpecError."""
     file = os.fspath(path)
     if text is None:
         text = _read_text(file, max_bytes)
-    return parse_yaml(text, file, max_bytes=max_bytes, max_depth=max_depth, max_nodes=max_nodes)
+    return parse_yaml(text, file, max_bytes=max_bytes, max_depth=max_depth, max_nodes=max_nodes, max_text=max_text,
+                      counted=counted)  # fmt: skip
+
+
+def measure(node: YNode) -> tuple[int, int]:
+    """(values, characters of text) in a tree, counted as the loader counts them against MAX_NODES and MAX_TEXT."""
+    if node.kind == "map":
+        sizes = [measure(v) for v in node.value.values()]
+    elif node.kind == "seq":
+        sizes = [measure(v) for v in node.value]
+    else:
+        return 1, len(node.text) if node.text is not None else 0
+    return 1 + sum(n for n, _ in sizes), sum(t for _, t in sizes)
 
 
 def _read_text(file: str, max_bytes: int) -> str:
-    try:
-        st = os.stat(file)
-        if stat.S_ISDIR(st.st_mode):
-            raise SpecError.at(None, f"no such file: {file} is a folder, not a spec file")
-        if st.st_size > max_bytes:  # NOTE: before reading, so a huge file is refused at once
-            raise _too_large(file, st.st_size, max_bytes)
-        with open(file, "rb") as f:
-            data = f.read(max_bytes + 1)  # bounded: a pipe or device reports no size
-    except FileNotFoundError:
-        raise SpecError.at(None, f"no such file: {file}") from None
-    except OSError as e:
-        raise SpecError.at(None, f"cannot read {file}: {(e.strerror or str(e)).lower()}") from None
+    f, size = open_regular(file)  # NOTE: a FIFO, device or folder is refused, never waited on or read
+    with f:
+        if size > max_bytes:  # NOTE: before reading, so a huge file is refused at once
+            raise _too_large(file, size, max_bytes)
+        try:
+            data = f.read(max_bytes + 1)  # NOTE: bounded: a file can grow while it is read
+        except OSError as e:
+            raise SpecError.at(None, f"cannot read {file}: {(e.strerror or str(e)).lower()}") from None
     if len(data) > max_bytes:
         raise _too_large(file, None, max_bytes)
     data = data.removeprefix(b"\xef\xbb\xbf")  # a UTF-8 byte order mark

@@ -1,8 +1,11 @@
 """Resolve a spec before it is validated: merge it over the spec it `extends`, apply `--set` overrides, then replace
 `$name` variables and arithmetic such as `4 * $d`. Every value keeps where it was written (its own file, a base file,
-or an override's pseudo-file); nothing is evaluated as Python. Imports spec.errors, spec.loader and spec.schema.
+or an override's pseudo-file); nothing is evaluated as Python. Imports spec.errors, spec.files, spec.loader and
+spec.schema.
 
 Merging: mappings merge key by key, the child's value winning; a list or a scalar replaces the base's value whole.
+A base must lie in the allowed folders (spec.files); a chain holds at most MAX_EXTENDS bases, and all its files
+together at most the loader's MAX_BYTES, MAX_NODES and MAX_TEXT, as if they were one file.
 Arithmetic: + - * / // % with parentheses and unary minus over numbers and $variables. Results of whole numbers stay
 whole; `/` gives a whole number when it divides exactly (`$d / 2` with d = 64 is 64/2 = 32) and a float otherwise;
 `//` and `%` round towards minus infinity, as in Python. Any float operand gives a float.
@@ -16,14 +19,18 @@ import operator
 import os
 import re
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from specgrad.spec.errors import Location, Problem, SpecError
-from specgrad.spec.loader import MAX_DEPTH, YNode, load_yaml, parse_yaml, resolve_scalar
+from specgrad.spec.errors import Location, Problem, SpecError, excerpt
+from specgrad.spec.files import named_file
+from specgrad.spec.loader import MAX_BYTES, MAX_DEPTH, YNode, load_yaml, measure, parse_yaml, resolve_scalar
 from specgrad.spec.schema import describe, did_you_mean
 
 MAX_INT = 2**63 - 1  # NOTE: larger results are refused, so variables built from variables cannot grow without bound
 MAX_PARENS = 32  # NOTE: bounds the parser's recursion
+MAX_EXTENDS = 32  # NOTE: bases in one extends chain (each one a file to read and a merge)
+MAX_EXPR = 256  # NOTE: characters of one expression: arithmetic over variables is a line, not a program
 SET_HINT = "write --set key.path=value, e.g. --set train.lr=0.01 or --set model.1.linear.out=64"
 EXPR_HINT = ("a value that uses a $variable holds only that variable, or arithmetic such as 4 * $d or ($a + 1) // 2 "
              "(numbers, $variables, + - * / // % and parentheses); write $$ for a $ in text")  # fmt: skip
@@ -31,7 +38,8 @@ EXPR_HINT = ("a value that uses a $variable holds only that variable, or arithme
 
 def resolve(path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> YNode:
     """The spec at `path` merged over the specs it extends, with `overrides` applied, then its variables replaced."""
-    root = _load_extended(os.fspath(path), ())
+    file = os.fspath(path)
+    root = _load_extended(file, (), _Chain(file))
     for text in overrides:
         _check_var_override(root, text)
         root = apply_override(root, text)
@@ -82,13 +90,46 @@ def merge(base: YNode, over: YNode) -> YNode:
     return YNode(value, over.loc, "map", key_locs=key_locs)
 
 
-def _load_extended(file: str, chain: tuple[str, ...]) -> YNode:
+@dataclass
+class _Chain:
+    """A spec and the bases it extends, as they are read: the spec the user gave (whose folder bounds the others), and
+    the bytes, values and characters of text read so far, which the loader's limits bound in all."""
+
+    top: str
+    bytes: int = 0
+    nodes: int = 0
+    text: int = 0
+
+    def load(self, file: str, ext: YNode | None) -> YNode:
+        """One spec file of the chain; `ext` is the extends value that names it (None for the spec given)."""
+        size = _size(file)
+        if ext is not None and self.bytes + size > MAX_BYTES:
+            raise SpecError.at(ext.loc, f"with {file}, the specs of this extends chain are {self.bytes + size:,} bytes "
+                               f"in all, but a spec with its bases may be at most {MAX_BYTES:,} bytes",
+                               "keep shared settings in one short base spec")  # fmt: skip
+        root = load_yaml(file, counted=(self.nodes, self.text))
+        nodes, text = measure(root)
+        self.bytes, self.nodes, self.text = self.bytes + size, self.nodes + nodes, self.text + text
+        return root
+
+
+def _size(file: str) -> int:
+    try:
+        return os.stat(file).st_size
+    except (OSError, ValueError):
+        return 0  # NOTE: the loader says what is wrong with it
+
+
+def _load_extended(file: str, chain: tuple[str, ...], specs: _Chain, ext: YNode | None = None) -> YNode:
     """`file` merged over the spec it extends; `chain` holds the files that extend it, outermost first."""
-    root = load_yaml(file)
+    root = specs.load(file, ext)
     ext = root.get("extends")
     if ext is None:
         return root
-    base_file, chain = _base_file(file, ext), (*chain, file)
+    if len(chain) >= MAX_EXTENDS:
+        raise SpecError.at(ext.loc, f"extends goes more than {MAX_EXTENDS} specs deep (from {chain[0]})",
+                           "a spec needs a base or two, not a long chain: merge some of them")  # fmt: skip
+    base_file, chain = _base_file(file, ext, specs.top), (*chain, file)
     real = [os.path.realpath(f) for f in chain]
     if os.path.realpath(base_file) in real:
         cycle = (*chain[real.index(os.path.realpath(base_file)) :], base_file)
@@ -96,27 +137,30 @@ def _load_extended(file: str, chain: tuple[str, ...]) -> YNode:
                            "a spec cannot extend itself, directly or through other specs")  # fmt: skip
     child = YNode({k: v for k, v in root.value.items() if k != "extends"}, root.loc, "map",
                   key_locs={k: loc for k, loc in root.key_locs.items() if k != "extends"})  # fmt: skip
-    return merge(_load_base(base_file, ext, chain), child)
+    return merge(_load_base(base_file, ext, chain, specs), child)
 
 
-def _base_file(file: str, ext: YNode) -> str:
-    """The path `extends` names, relative to the folder of the spec that names it."""
+def _base_file(file: str, ext: YNode, top: str) -> str:
+    """The path `extends` names, relative to the folder of the spec that names it; it must lie in the folders a spec
+    may read from (those of `top`, the spec given), symbolic links resolved."""
     if ext.kind != "scalar" or not isinstance(ext.value, str) or not ext.value.strip():
         got = "nothing" if ext.value is None else describe(ext)
         raise SpecError.at(ext.loc, f"extends must name another spec file, got {got}",
                            "e.g. extends: base.yaml (relative to this spec's folder)")  # fmt: skip
+    named_file(ext.value, file, top, ext.loc, "extends")
     return os.path.normpath(os.path.join(os.path.dirname(file), ext.value))
 
 
-def _load_base(base_file: str, ext: YNode, chain: tuple[str, ...]) -> YNode:
+def _load_base(base_file: str, ext: YNode, chain: tuple[str, ...], specs: _Chain) -> YNode:
     """The base spec, resolved; a file that cannot be read is reported at the `extends` value."""
     try:
-        base = _load_extended(base_file, chain)
+        base = _load_extended(base_file, chain, specs, ext)
     except SpecError as e:
         if all(p.loc is not None for p in e.problems):
             raise
         hint = "the path is relative to the folder of the spec that names it"
-        raise SpecError([p if p.loc else Problem(f"extends: {p.message}", ext.loc, hint) for p in e.problems]) from None
+        raise SpecError([p if p.loc else Problem(f"extends: {p.message}", ext.loc, p.hint or (
+            hint if p.message.startswith("no such file") else None)) for p in e.problems]) from None  # fmt: skip
     if base.kind != "map":
         raise SpecError.at(base.loc, f"{base_file} is extended by another spec, so it must hold 'key: value' lines, "
                                      f"got {describe(base)}")  # fmt: skip
@@ -314,18 +358,26 @@ def _resolved_vars(node: YNode, values: dict[str, YNode]) -> YNode:
     return YNode({k: values[k] for k in node.value}, node.loc, "map", key_locs=node.key_locs)
 
 
-def _substitute(node: YNode, values: dict[str, YNode], problems: list[Problem]) -> YNode:
-    """A tree with every scalar evaluated; problems are collected, so one run reports all of them."""
+def _substitute(node: YNode, values: dict[str, YNode], problems: list[Problem],
+                done: dict[tuple[Location, str], YNode] | None = None) -> YNode:  # fmt: skip
+    """A tree with every scalar evaluated; problems are collected, so one run reports all of them. `done` holds the
+    expressions evaluated so far by where they are written: an alias's copies are evaluated (and reported) once."""
+    done = {} if done is None else done
     if node.kind == "map":
-        items = {k: _substitute(v, values, problems) for k, v in node.value.items()}
+        items = {k: _substitute(v, values, problems, done) for k, v in node.value.items()}
         return YNode(items, node.loc, "map", key_locs=node.key_locs)
     if node.kind == "seq":
-        return YNode([_substitute(v, values, problems) for v in node.value], node.loc, "seq")
+        return YNode([_substitute(v, values, problems, done) for v in node.value], node.loc, "seq")
+    if not isinstance(node.value, str) or "$" not in node.value:
+        return node
+    if (key := (node.loc, node.value)) in done:
+        return done[key]
     try:
-        return _evaluate(node, values, values)
+        done[key] = _evaluate(node, values, values)
     except SpecError as e:
         problems += e.problems
-        return node
+        done[key] = node
+    return done[key]
 
 
 def _evaluate(node: YNode, values: dict[str, YNode], known: Collection[str]) -> YNode:
@@ -336,6 +388,9 @@ def _evaluate(node: YNode, values: dict[str, YNode], known: Collection[str]) -> 
     if not _refs(node):
         plain = text.replace("$$", "$")
         return YNode(plain, node.loc, "scalar", text=plain, quoted=node.quoted) if plain != text else node
+    if len(text) > MAX_EXPR:
+        raise SpecError.at(node.loc, f"this expression is {len(text):,} characters long, over the {MAX_EXPR} an "
+                           f"expression may have: '{excerpt(text)}'", EXPR_HINT)  # fmt: skip
     ret = _Parser(node, values, known).parse()
     if ret.var is not None:  # NOTE: just a $name: the variable's value, of any type, as it was written
         return YNode(ret.var.value, node.loc, "scalar", text=ret.var.text, quoted=ret.var.quoted)

@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from specgrad.spec.errors import Problem
+from specgrad.spec.errors import Problem, excerpt
 from specgrad.spec.loader import YNode
 
 REQUIRED = object()  # NOTE: the default of a field the user must give
@@ -50,7 +50,9 @@ class Section:
 
 
 def did_you_mean(word: str, options: list[str] | tuple[str, ...]) -> str | None:
-    close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
+    """'did you mean ...?' with the option closest to `word`, if one is close; `word` is cut to 100 characters
+    (difflib's time grows with the product of the lengths, and a spec's word can be a megabyte)."""
+    close = difflib.get_close_matches(word[:100], list(options), n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else None
 
 
@@ -65,10 +67,10 @@ def kind_of(node: YNode) -> str:
 
 
 def describe(node: YNode) -> str:
-    """The value as the user wrote it, for messages."""
+    """The value as the user wrote it, for messages: a short excerpt of it (a value can be a megabyte of text)."""
     if node.kind != "scalar":
         return KIND_WORDS[kind_of(node)]
-    return f"'{node.text}'" if node.text is not None else repr(node.value)
+    return f"'{excerpt(node.text)}'" if node.text is not None else excerpt(repr(node.value))
 
 
 def check_value(node: YNode, f: Field, where: str) -> list[Problem]:
@@ -101,7 +103,8 @@ def _type_problem(node: YNode, f: Field, where: str, got: str) -> Problem:
     if f.kind == "bool" and got == "str" and str(node.value).lower() in ("yes", "no", "on", "off", "y", "n"):
         hint = "YAML 1.2 reads yes/no/on/off as text: write true or false"
     elif f.kind == "str" and got in ("int", "float", "bool") and node.text is not None:
-        hint = f"{node.text} was read as {KIND_WORDS[got]}; put it in quotes if you meant text: '{node.text}'"
+        text = excerpt(node.text)
+        hint = f"{text} was read as {KIND_WORDS[got]}; put it in quotes if you meant text: '{text}'"
     elif f.kind in ("int", "float") and got == "str":
         hint = "numbers are written without quotes"
     elif f.kind == "int" and got == "float":
@@ -128,7 +131,8 @@ def check_section(node: YNode, section: Section, where: str) -> list[Problem]:
         if key not in section.fields:
             loc = node.key_locs[key] if node.key_locs else value.loc
             place = f"in {where}" if where else "at the top level"
-            problems.append(Problem(f"unknown key '{key}' {place}", loc, did_you_mean(key, list(section.fields))))
+            problems.append(Problem(f"unknown key '{excerpt(key)}' {place}", loc,
+                                    did_you_mean(key, list(section.fields))))  # fmt: skip
             continue
         problems += check_value(value, section.fields[key], f"{where}.{key}" if where else key)
     for key, f in section.fields.items():

@@ -2,7 +2,7 @@
 vars), keys, types and ranges of every section and layer, then shapes through the whole model (nothing is
 allocated or run), then the memory budget.
 
-Imports spec.errors, spec.loader, spec.resolve, spec.schema, spec.layers and spec.graph.
+Imports spec.errors, spec.files, spec.loader, spec.resolve, spec.schema, spec.layers and spec.graph.
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ from typing import Any
 from specgrad.flags import SPEC_MEMORY_GB
 from specgrad.helpers import prod
 from specgrad.spec.errors import Location, Problem, SpecError
-from specgrad.spec.graph import BLOCK, Step, graph_nodes, infer, node_key_problems, sequential_nodes
+from specgrad.spec.files import check_regular, named_file
+from specgrad.spec.graph import BLOCK, Step, graph_nodes, infer, name_problem, node_key_problems, sequential_nodes
 from specgrad.spec.layers import Shape
 from specgrad.spec.loader import YNode
 from specgrad.spec.resolve import resolve
@@ -164,7 +165,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), data_files: b
     inputs, found = _inputs(root)
     blocks, block_problems = _blocks(root.get("blocks"))
     problems += found + block_problems
-    problems += _check_data(root.get("data"), data_files) + _check_name(root.get("name"))
+    problems += _check_data(root.get("data"), data_files, str(path)) + _check_name(root.get("name"))
     problems += _check_needs_validation(root)
     model = root.value.get("model")
     nodes, outputs = [], ()
@@ -204,7 +205,8 @@ def _inputs(root: YNode) -> tuple[dict[str, tuple[Shape, str, Location]], list[P
         return ({"input": _input(one)} if one.kind == "map" and not check_section(one, INPUT, "input") else {}), []
     if named.kind != "map":
         return {}, []
-    problems = [p for k, v in named.value.items() for p in check_section(v, INPUT, f"inputs.{k}")]
+    problems = [p for k in named.value if (p := name_problem(k, (named.key_locs or {})[k], "the input")) is not None]
+    problems += [p for k, v in named.value.items() for p in check_section(v, INPUT, f"inputs.{k}")]
     return ({k: _input(v) for k, v in named.value.items()} if not problems else {}), problems
 
 
@@ -246,8 +248,9 @@ def _model(model: YNode, blocks: dict[str, YNode], named: bool) -> tuple[list, t
     return nodes, tuple(o.value for o in model.value["outputs"].value), problems
 
 
-def _check_data(node: YNode | None, data_files: bool) -> list[Problem]:
-    """Cross-field: the keys the chosen source needs (one of a tuple of alternatives), each feature once."""
+def _check_data(node: YNode | None, data_files: bool, spec: str) -> list[Problem]:
+    """Cross-field: the keys the chosen source needs (one of a tuple of alternatives), each feature once, and the file
+    data.path names (a regular file in the folders `spec` may read from)."""
     if node is None or node.kind != "map" or not isinstance((source := node.get("source")), YNode):
         return []
     problems = []
@@ -265,10 +268,12 @@ def _check_data(node: YNode | None, data_files: bool) -> list[Problem]:
         seen.setdefault(item.value, item.loc.line)
     path = node.get("path")
     if data_files and path is not None and isinstance(path.value, str) and not path.loc.file.startswith("--set"):
-        full = Path(path.loc.file).parent / path.value
-        if not full.is_file():
-            problems.append(Problem(f"data.path: no such file: {full}", path.loc,
-                                    "paths are relative to the folder of the spec that names them"))  # fmt: skip
+        full = str(Path(path.loc.file).parent / path.value)
+        try:  # NOTE: where the file is first: nothing outside the allowed folders is looked at
+            check_regular(named_file(path.value, path.loc.file, spec, path.loc, "data.path"), path.loc, "data.path",
+                          full)  # fmt: skip
+        except SpecError as e:
+            problems += e.problems
     return problems
 
 

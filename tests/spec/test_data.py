@@ -592,8 +592,8 @@ def test_data_path_is_relative_to_the_spec_that_names_it(tmp_path: Path) -> None
 def test_npz_of_python_objects_is_refused(tmp_path: Path) -> None:
     spec = npz_spec(tmp_path, x=np.zeros((40, 3)), y=np.zeros(40, int))
     np.savez(tmp_path / "d.npz", x=np.array([{}, 1], dtype=object))
-    assert problems(spec)[0].endswith("d.npz cannot be read as a .npz file (it holds Python objects, which are never "
-                                      "loaded)\n  hint: save the arrays with numpy: np.savez(path, x=inputs, "
+    assert problems(spec)[0].endswith("d.npz cannot be read as a .npz file ('x.npy' holds Python objects, which are "
+                                      "never loaded)\n  hint: save the arrays with numpy: np.savez(path, x=inputs, "
                                       "y=targets)")  # fmt: skip
 
 

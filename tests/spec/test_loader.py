@@ -349,7 +349,7 @@ def test_depth_limit_through_aliases():
 def test_missing_file_and_folder(tmp_path: Path):
     missing = tmp_path / "nope.yaml"
     check_error(lambda: load_yaml(missing), None, f"no such file: {missing}")
-    check_error(lambda: load_yaml(tmp_path), None, f"no such file: {tmp_path} is a folder, not a spec file")
+    check_error(lambda: load_yaml(tmp_path), None, f"cannot read {tmp_path}: it is a folder, not a regular file")
 
 
 def test_text_argument_skips_the_file():

@@ -283,6 +283,7 @@ def test_kill_9_at_random_times_then_resume_is_bit_identical(tmp_path: Path, str
 
 
 def test_resume_refuses_changed_data(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # NOTE: the project: the run folder's spec names its data there, outside the run folder
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "houses.csv").write_text((SPECS / "data" / "houses.csv").read_text())
     (tmp_path / "houses.yaml").write_text((SPECS / "house_prices.yaml").read_text())
