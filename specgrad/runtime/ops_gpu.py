@@ -1,22 +1,31 @@
-"""The GPU device: kernels rendered to OpenCL C, built and run with pyopencl on any OpenCL platform (PoCL from pip
-gives a CPU one). Imports flags, dtype, codegen, renderer and device; pyopencl is an optional dependency.
+"""The GPU device: kernels rendered to OpenCL C, built in child processes (build servers) and run with pyopencl on any
+OpenCL platform (PoCL from pip gives a CPU one). Imports flags, dtype, cache, codegen, renderer and device; pyopencl is
+an optional dependency.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
 import hashlib
 import json
+import os
+import signal
 import subprocess
 import sys
 import threading
+from collections import deque
 from collections.abc import Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from specgrad.cache import DiskCache
+from specgrad.cache import DiskCache, Refused, open_namespace, private_folder
 from specgrad.codegen.linearizer import LinearizerOptions, Program
+from specgrad.codegen.uops import UOps
 from specgrad.device import (
     BuildFailed,
     Compiled,
@@ -24,12 +33,13 @@ from specgrad.device import (
     DeviceUnavailable,
     LRUAllocator,
     abi_warning,
+    signal_name,
     sizes_with,
 )
 from specgrad.dtype import DType, dtypes
-from specgrad.flags import CL_VECTOR_WIDTH, DEBUG
+from specgrad.flags import CL_VECTOR_WIDTH, COMPILE_CACHE, DEBUG
 from specgrad.renderer.cstyle import OPENCL_DIALECT, render
-from specgrad.shape.symbolic import Variable, sym_infer
+from specgrad.shape.symbolic import Node, Variable, sym_infer
 
 INSTALL_HINT = "pip install 'pyopencl[pocl]' (PoCL gives a CPU OpenCL device), or install your GPU's OpenCL driver"
 
@@ -39,19 +49,41 @@ except ImportError:  # NOTE: only this device needs pyopencl; the others work wi
     cl = None
 
 
-class CLContext:
-    """The chosen OpenCL device (a GPU if there is one), its context and its profiling queue."""
+@functools.cache
+def use_own_pocl_cache() -> None:
+    """Point PoCL's kernel cache, whose files it loads unchecked, at CACHEDIR/pocl, checked and made 0700 as the compile
+    cache's folders are; where that cache is refused or off (COMPILE_CACHE=0), turn PoCL's off (POCL_KERNEL_CACHE=0)
+    and give it this process's private folder for the files it still writes. A POCL_CACHE_DIR the user set is theirs
+    and left alone. Once per process, before PoCL starts (the first cl.get_platforms()); build servers inherit it."""
+    # NOTE: the environment is PoCL's only knob (read when it starts), so this sets it rather than reading a flag
+    if "POCL_CACHE_DIR" in os.environ:
+        return
+    if COMPILE_CACHE and (folder := open_namespace("pocl", create=True)) is not None:
+        os.close(folder[0])
+        os.environ["POCL_CACHE_DIR"] = folder[1]
+        return
+    os.environ["POCL_KERNEL_CACHE"] = "0"
+    with contextlib.suppress(Refused, OSError):
+        os.environ["POCL_CACHE_DIR"] = private_folder()
 
-    def __init__(self) -> None:
+
+class CLContext:
+    """The chosen OpenCL device (a GPU if there is one), its context and its profiling queue. A build server passes its
+    parent's `index`, and runs in the environment its parent set."""
+
+    def __init__(self, index: int | None = None) -> None:
         if cl is None:
             raise DeviceUnavailable(f"the GPU device needs pyopencl, which is not installed: {INSTALL_HINT}")
+        if index is None:
+            use_own_pocl_cache()
         try:
             devices = [d for p in cl.get_platforms() for d in p.get_devices()]
         except cl.Error as e:
             raise DeviceUnavailable(f"no OpenCL platform found ({e}): {INSTALL_HINT}") from None
         if not devices:
             raise DeviceUnavailable(f"no OpenCL device found: {INSTALL_HINT}")
-        self.index = next((i for i, d in enumerate(devices) if d.type & cl.device_type.GPU), 0)
+        gpu = next((i for i, d in enumerate(devices) if d.type & cl.device_type.GPU), 0)
+        self.index = gpu if index is None else index
         self.device = devices[self.index]
         self.context = cl.Context(devices=[self.device])
         # NOTE: no pyopencl build cache (Program.build reads the context's cache_dir): where the driver has no cache of
@@ -61,8 +93,8 @@ class CLContext:
         self.queue = cl.CommandQueue(self.context, properties=cl.command_queue_properties.PROFILING_ENABLE)
         self.name = f"{self.device.name.strip()} ({self.device.platform.name.strip()})"
         self.max_work_group = min(int(self.device.max_work_group_size), 256)
-        # NOTE: program builds (and the get_info after them) one at a time: PoCL crashed (SIGSEGV) building several
-        # programs at once on the compile threads
+        # NOTE: program builds and loads (and the get_info after them) one at a time per process: PoCL crashed
+        # (SIGSEGV) building several programs at once on the compile threads
         self.build_lock = threading.Lock()
         dev = self.device
         self.identity = f"{dev.platform.name} {dev.platform.version} {dev.name} {dev.driver_version}"
@@ -95,8 +127,20 @@ class CLAllocator(LRUAllocator):
         cl.enqueue_copy(self.ctx.queue, np.frombuffer(dest, dtype=np.uint8), src, is_blocking=True)
 
 
-def compile_cl(ctx: CLContext, src: str) -> bytes:
-    """The program binary of `src`; BuildFailed with the build log if it fails or warns of an ABI change."""
+@dataclass(frozen=True)
+class Launch:
+    """How this process will launch a kernel, for a build server to launch it so once on scratch buffers."""
+
+    name: str
+    global_size: tuple[int, ...]
+    local_size: tuple[int, ...]
+    nbytes: tuple[int, ...]  # each buffer argument's scratch, in argument order
+
+
+def compile_cl(ctx: CLContext, src: str, launch: Launch | None = None) -> bytes:
+    """The program binary of `src`, after one launch as `launch` says (PoCL's binary then carries the machine code of
+    that work-group size); BuildFailed with the build log if it fails or warns of an ABI change. Run by a build server,
+    in a child process."""
     with ctx.build_lock:
         try:
             prog = cl.Program(ctx.context, src).build()
@@ -106,7 +150,20 @@ def compile_cl(ctx: CLContext, src: str) -> bytes:
         if abi_warning(log):
             raise BuildFailed(f"the OpenCL compiler warns that a vector type changes the ABI; the kernel could compute "
                               f"wrong values (CL_VECTOR_WIDTH=4 forces narrower vectors):\n{log}")  # fmt: skip
+        if launch is not None:
+            warm_up(ctx, prog, launch)
         return prog.get_info(cl.program_info.BINARIES)[0]
+
+
+def warm_up(ctx: CLContext, prog: Any, launch: Launch) -> None:
+    """Run a kernel once on scratch buffers, so PoCL compiles its work-group size now. Every scratch byte is 1: no
+    integer division by zero."""
+    flags = cl.mem_flags.READ_WRITE | cl.mem_flags.COPY_HOST_PTR
+    bufs = [cl.Buffer(ctx.context, flags, hostbuf=np.ones(n, dtype=np.uint8)) for n in launch.nbytes]
+    try:
+        getattr(prog, launch.name)(ctx.queue, launch.global_size, launch.local_size, *bufs).wait()
+    except cl.Error:
+        pass  # NOTE: a launch the device refuses is refused again, with its error, when this process launches it
 
 
 def local_size(global_size: tuple[int, ...], budget: int) -> tuple[int, ...]:
@@ -119,6 +176,26 @@ def local_size(global_size: tuple[int, ...], budget: int) -> tuple[int, ...]:
         ret.append(size)
         budget //= size
     return tuple(ret)
+
+
+WARMUP_MAX_BYTES = 1 << 28  # scratch a build server may allocate to launch a kernel once
+
+
+def launch_of(prg: Program, max_work_group: int) -> Launch | None:
+    """How CLProgram will launch `prg`, each buffer as large as its highest index (an upper bound) reaches; None where
+    that depends on a Variable's value or needs more than WARMUP_MAX_BYTES of scratch."""
+    if prg.vars or not all(isinstance(s, int) for s in prg.global_size or (1,)):
+        return None
+    gs = tuple(int(s) for s in prg.global_size or (1,))
+    reach: dict[int, int] = {}
+    for u in prg.uops:
+        if u.uop in (UOps.LOAD, UOps.STORE):
+            idx, buf = u.arg[0] if u.uop is UOps.LOAD else u.arg, u.vin[0].arg[0]
+            reach[buf] = max(reach.get(buf, 1), (idx.max if isinstance(idx, Node) else int(idx)) + u.width)
+    nbytes = tuple(reach.get(i, 1) * dtype.itemsize for i, dtype in prg.buffers)
+    if sum(nbytes) > WARMUP_MAX_BYTES:
+        return None
+    return Launch(prg.name, gs, local_size(gs, max_work_group), nbytes)
 
 
 class CLProgram:
@@ -138,6 +215,128 @@ class CLProgram:
             return None
         event.wait()
         return (event.profile.end - event.profile.start) * 1e-9
+
+
+# *** builds in child processes ***
+# PoCL's LLVM has aborted the whole process compiling a kernel (SIGABRT, "Do not know how to scalarize this operator's
+# operand!"), and PoCL compiles machine code for each work-group size at a kernel's first launch. So a program is built
+# by a build server, a child process that builds the source, launches it once as this process will (PoCL compiles that
+# work-group size there) and answers with the program binary, which then carries that machine code. A crash costs the
+# child (started again for the next build) and is a KernelBuildError naming the kernel.
+
+SERVER_CHILD = "import sys; from specgrad.runtime.ops_gpu import serve_builds; serve_builds(int(sys.argv[1]))"
+SERVER_LOG_LINES = 40  # of a server's stderr, kept for the error when it dies
+
+
+def serve_builds(index: int) -> None:
+    """A build server's loop, in the child: one JSON job per line on stdin ({"src", "launch"}), one JSON reply per line
+    ({"binary": base64} or {"log": why it did not build}); it ends when stdin closes (its parent is gone)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # NOTE: Ctrl-C is the parent's to handle; it closes stdin
+    replies = os.fdopen(os.dup(1), "w")
+    os.dup2(2, 1)  # NOTE: anything else printed here (by the driver, LLVM) goes to stderr, not into the replies
+    ctx = CLContext(index)
+    for line in sys.stdin:
+        job = json.loads(line)
+        launch = job.get("launch")
+        launch = Launch(**{k: tuple(v) if isinstance(v, list) else v for k, v in launch.items()}) if launch else None
+        try:
+            reply = {"binary": base64.b64encode(compile_cl(ctx, job["src"], launch)).decode()}
+        except BuildFailed as e:
+            reply = {"log": str(e)}
+        print(json.dumps(reply), file=replies, flush=True)
+
+
+class BuildServer:
+    """One child process running serve_builds, started at its first job and again after it dies."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.proc: subprocess.Popen | None = None
+        self.log: deque[bytes] = deque(maxlen=SERVER_LOG_LINES)
+        self.reader: threading.Thread | None = None
+
+    def _start(self) -> subprocess.Popen:
+        # NOTE: the child imports the same specgrad as this process, wherever that is
+        path = os.pathsep.join(p for p in (str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH")) if p)
+        try:
+            proc = subprocess.Popen([sys.executable, "-c", SERVER_CHILD, str(self.index)], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ,
+                                    "PYTHONPATH": path})  # fmt: skip
+        except OSError as e:
+            raise BuildFailed(f"the build server (a child process) did not start: {e}") from None
+        self.log = deque(maxlen=SERVER_LOG_LINES)
+        self.reader = threading.Thread(target=self.log.extend, args=(proc.stderr,), daemon=True)
+        self.reader.start()
+        return proc
+
+    def build(self, job: dict[str, Any]) -> dict[str, Any]:
+        """The server's reply to `job`; BuildFailed where it dies first."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = self._start()
+        stdin, stdout = self.proc.stdin, self.proc.stdout
+        assert stdin is not None and stdout is not None
+        try:
+            stdin.write(json.dumps(job).encode() + b"\n")
+            stdin.flush()
+            line = stdout.readline()
+        except OSError:  # NOTE: a broken pipe: it died
+            line = b""
+        if line.endswith(b"\n"):  # NOTE: else it died before or while answering
+            return json.loads(line)
+        raise BuildFailed(self._death(self.proc))
+
+    def _death(self, proc: subprocess.Popen) -> str:
+        code = proc.wait()
+        if self.reader is not None:
+            self.reader.join(timeout=5)
+        how = f"crashed ({signal_name(-code)})" if code < 0 else f"exited with status {code}"
+        log = b"".join(self.log).decode(errors="replace")
+        return (f"the OpenCL compiler {how} building it or launching it first, in a build server (a child process, "
+                f"started again for the next kernel; this process is unharmed); its last output:\n{log}")  # fmt: skip
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.stdin is not None:
+            with contextlib.suppress(OSError):
+                self.proc.stdin.close()  # NOTE: the server ends at the end of its input
+
+
+class BuildServers:
+    """The GPU device's compile function: each build goes to an idle build server, or a new one where all are busy, so
+    there are as many as builds run at once (Compiler.compile_many runs up to COMPILE_JOBS). None starts before a build
+    misses the disk cache."""
+
+    def __init__(self, index: int):
+        self.index = index
+        self.servers: list[BuildServer] = []
+        self.idle: list[BuildServer] = []
+        self.lock = threading.Lock()
+        # NOTE: source -> how it will be launched, recorded as each kernel is rendered and taken by its build; kept for
+        # a kernel found in the disk cache, as its Runner keeps the source
+        self.launches: dict[str, Launch] = {}
+
+    def expect(self, src: str, launch: Launch | None) -> None:
+        if launch is not None:
+            self.launches[src] = launch
+
+    def __call__(self, src: str) -> bytes:
+        launch = self.launches.pop(src, None)
+        with self.lock:
+            if not self.idle:
+                self.servers.append(BuildServer(self.index))
+                self.idle.append(self.servers[-1])
+            server = self.idle.pop()
+        try:
+            reply = server.build({"src": src, "launch": asdict(launch) if launch is not None else None})
+        finally:
+            with self.lock:
+                self.idle.append(server)
+        if "log" in reply:
+            raise BuildFailed(reply["log"])
+        return base64.b64decode(reply["binary"])
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
 
 
 # *** vector widths, proven ***
@@ -295,15 +494,21 @@ def vector_width(ctx: CLContext) -> int:
 
 def GPUDevice() -> Compiled:
     ctx = CLContext()
-    build = functools.partial(compile_cl, ctx)
-    compiler = Compiler("opencl", ctx.identity, build, f"the GPU device (OpenCL on {ctx.name})", ".cl")
+    servers = BuildServers(ctx.index)
+    # NOTE: "launched": binaries cached before builds launched once in a build server lack the work-group machine code
+    compiler = Compiler("opencl", f"{ctx.identity} launched", servers, f"the GPU device (OpenCL on {ctx.name})", ".cl")
     width = vector_width(ctx)
     if DEBUG >= 1:
         print(f"GPU device: OpenCL on {ctx.name}, float{width} vectors (proven by a probe kernel; the device prefers "
               f"float{ctx.device.preferred_vector_width_float})")  # fmt: skip
     opts = LinearizerOptions(global_dims=3, optimize=True, vector_bytes=4 * width)
-    ret = Compiled("GPU", CLAllocator(ctx), opts, lambda prg: render(prg, OPENCL_DIALECT),
-                   compiler, functools.partial(CLProgram, ctx))  # fmt: skip
+
+    def render_cl(prg: Program) -> str:
+        src = render(prg, OPENCL_DIALECT)
+        servers.expect(src, launch_of(prg, ctx.max_work_group))
+        return src
+
+    ret = Compiled("GPU", CLAllocator(ctx), opts, render_cl, compiler, functools.partial(CLProgram, ctx))
     ret.supported_dtypes, ret.description = ctx.supported_dtypes(), f" (OpenCL on {ctx.name})"
     ret.synchronize = ctx.queue.finish  # type: ignore[method-assign]
     return ret
