@@ -9,6 +9,7 @@ import csv
 import io
 import json
 import math
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,17 +20,20 @@ from specgrad.cli.errors import check_output_option
 
 from specgrad import Device, Tensor
 from specgrad.helpers import atomic_write, prod
-from specgrad.nn.state import load_state_dict, safe_load, safe_load_metadata
+from specgrad.nn.state import SafetensorsError, StateMismatch, load_state_dict, safe_load, safe_load_metadata
 from specgrad.spec.builder import Model, build_model
-from specgrad.spec.contract import RunContract, contract_from_meta
+from specgrad.spec.contract import ContractError, RunContract, contract_from_meta
 from specgrad.spec.data import standardize
-from specgrad.spec.errors import Location, Problem, SpecError
-from specgrad.spec.run_folder import final_weights, spec_file, spec_hash
+from specgrad.spec.errors import Location, Problem, SpecError, excerpt
+from specgrad.spec.files import check_regular, read_data
+from specgrad.spec.run_folder import final_weights, spec_file, spec_hash, unusable
 from specgrad.spec.validate import ValidSpec, validate_file
 
 CHUNK = 1024  # examples per forward pass: at most two shapes to compile, and bounded memory for big files
 MAX_PROBLEMS = 10  # bad cells reported at once; the rest are counted
 FORMATS = (".npy", ".csv", ".json")
+MAX_JSON_DEPTH = 64  # NOTE: nested lists of an example, as deep as numpy's dimensions go
+WEIGHTS_HINT = "pass the model.safetensors of a run folder"
 
 
 def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | None, overrides: list[str],
@@ -78,38 +82,45 @@ def load_model(spec: ValidSpec, weights: Path) -> tuple[Model, dict[str, str]]:
         raise SpecError.at(Location(spec.path, 1, 1), f"run feeds one input and prints one output, but this model has "
                            f"inputs {', '.join(spec.inputs)} and outputs {', '.join(spec.outputs)}")  # fmt: skip
     model = build_model(spec)
-    if not weights.is_file():
-        why = "is a folder, not a weights file" if weights.is_dir() else "no such file"
-        raise SpecError.at(None, f"--weights {weights}: {why}", "pass the model.safetensors of a run folder")
+    named_file(weights, "--weights", WEIGHTS_HINT)
+    check_regular(str(weights), None, "--weights", str(weights), WEIGHTS_HINT)  # NOTE: a FIFO or device said as such
     try:
         meta = safe_load_metadata(weights)
-        state = _model_tensors(safe_load(weights), meta)
+        state = _model_tensors(weights, meta)
     except OSError as e:
         raise SpecError.at(None, f"cannot read the weights {weights}: {e.strerror}") from None
-    except ValueError as e:
-        raise SpecError.at(None, f"{e}", "the file may be truncated or not a weights file: train again, or pass "
-                           "the model.safetensors of a finished run") from None  # fmt: skip
-    trained_with = f"'{meta['name']}'" if meta.get("name") else "another spec"
+    except SafetensorsError as e:
+        raise unusable(e, None, "the file may be truncated or not a weights file: train again, or pass the "
+                       "model.safetensors of a finished run") from None  # fmt: skip
+    trained_with = f"'{excerpt(meta['name'], 40)}'" if meta.get("name") else "another spec"
     differs = meta.get("spec_hash") not in (None, spec_hash(spec.values))
     try:
         load_state_dict(model, state, strict=True)
-    except ValueError as e:
+    except StateMismatch as e:
         note = f" (they were trained with {trained_with})" if differs else ""
         keys = str(e).partition(":\n")[2] or str(e)  # NOTE: load_state_dict lists every bad key, one per line
         raise SpecError.at(None, f"the weights in {weights} do not fit the model of {spec.path}{note}:\n{keys}",
                            "pass weights that `specgrad train` wrote for this spec") from None  # fmt: skip
     if differs:
         typer.echo(f"warning: {weights} was trained with a different spec ({trained_with}, spec_hash "
-                   f"{meta['spec_hash']}; {spec.path} has {spec_hash(spec.values)}); the shapes fit, so running it",
-                   err=True)  # fmt: skip
+                   f"{excerpt(meta['spec_hash'], 40)}; {spec.path} has {spec_hash(spec.values)}); the shapes fit, so "
+                   "running it", err=True)  # fmt: skip
     return model, meta
 
 
-def _model_tensors(state: dict[str, Tensor], meta: dict[str, str]) -> dict[str, Tensor]:
-    """The model's tensors: all of a weights file, the model.* ones of a training checkpoint."""
+def _model_tensors(weights: Path, meta: dict[str, str]) -> dict[str, Tensor]:
+    """The model's tensors: all of a weights file, the model.* ones of a training checkpoint (its optimizer state is
+    never read, nor checked)."""
     if "position" not in meta:
-        return state
-    return {k.removeprefix("model."): v for k, v in state.items() if k.startswith("model.")}
+        return safe_load(weights)
+    names = [k for k in safe_load(weights, device="disk") if k.startswith("model.")]  # NOTE: the header only
+    return {k.removeprefix("model."): v for k, v in safe_load(weights, keys=names).items()}
+
+
+def named_file(path: Path, option: str, hint: str | None = None) -> None:
+    """A file named on the command line exists (what else it must be, the reading policy's checks say)."""
+    if not os.path.lexists(path):
+        raise SpecError.at(None, f"{option} {path}: no such file", hint)
 
 
 def guess_task(spec: ValidSpec) -> str:
@@ -125,7 +136,7 @@ def read_contract(spec: ValidSpec, meta: dict[str, str], weights: Path) -> RunCo
     missing, as for weights another tool wrote)."""
     try:
         return contract_from_meta(spec, {**meta, "task": meta.get("task") or guess_task(spec)})
-    except ValueError as e:
+    except ContractError as e:
         raise SpecError.at(None, f"the metadata of {weights} does not fit the model of {spec.path}: {e}",
                            "pass weights that `specgrad train` wrote for this spec") from None  # fmt: skip
 
@@ -149,12 +160,9 @@ def read_examples(path: Path, spec: ValidSpec, allow_nonfinite: bool = False) ->
     """(N, *input shape) numbers from a .npy, .csv or .json file, as written (not yet normalized or cast); NaN or
     infinity is an error naming the first one, or with `allow_nonfinite` a warning."""
     _check_format(path, "--input")
-    try:
-        raw = path.read_bytes()
-    except FileNotFoundError:
-        raise SpecError.at(None, f"--input {path}: no such file") from None
-    except OSError as e:
-        raise SpecError.at(None, f"--input {path}: cannot read it: {e.strerror}") from None
+    named_file(path, "--input")
+    # NOTE: the reading policy's checks: a regular file (a FIFO or device refused, never waited on), at most MAX_FILE_MB
+    raw = read_data(str(path), None, "--input", None)
     shape = next(iter(spec.inputs.values()))[0]
     x = READERS[path.suffix.lower()](raw, path, spec, allow_nonfinite)
     if path.suffix.lower() == ".csv" and x.shape[1] == prod(shape):
@@ -215,6 +223,9 @@ def _read_npy(raw: bytes, path: Path, spec: ValidSpec, allow_nonfinite: bool) ->
 def _json_shape(v: Any, path: Path, finite: bool, at: tuple[int, ...] = ()) -> tuple[int, ...]:
     """The shape of nested lists of numbers; the first item that is not a number (a finite one, when `finite`), or
     ragged lists, an error."""
+    if len(at) > MAX_JSON_DEPTH:
+        raise SpecError.at(None, f"{path}: item {_item(at[:8])}... is nested more than {MAX_JSON_DEPTH} levels deep",
+                           "write examples as (nested) lists of numbers")  # fmt: skip
     if isinstance(v, list):
         shapes = [_json_shape(item, path, finite, (*at, i)) for i, item in enumerate(v)]
         for i, s in enumerate(shapes):
@@ -237,12 +248,16 @@ def _item(at: tuple[int, ...]) -> str:
 
 
 def _read_json(raw: bytes, path: Path, spec: ValidSpec, allow_nonfinite: bool) -> np.ndarray:
-    try:
-        value = json.loads(raw.decode("utf-8-sig"))
+    try:  # NOTE: whole numbers read as floats (their only use): a 5000-digit one is infinity, not a crash
+        value = json.loads(raw.decode("utf-8-sig"), parse_int=float)
     except UnicodeDecodeError:
         raise SpecError.at(None, f"--input {path} is not UTF-8 text") from None
     except json.JSONDecodeError as e:
         raise SpecError.at(Location(str(path), e.lineno, e.colno), f"{path.name} is not valid JSON: {e.msg}") from None
+    except RecursionError:
+        raise SpecError.at(None, f"{path}: its lists are nested too deeply (an example has at most "
+                           f"{MAX_JSON_DEPTH} levels)",
+                           "write examples as (nested) lists of numbers") from None  # fmt: skip
     _json_shape(value, path, not allow_nonfinite)
     return np.asarray(value, dtype=np.float64)
 
@@ -371,7 +386,7 @@ def _char(code: int) -> str:
 
 def _classify(i: int, p: np.ndarray, names: list[str]) -> tuple[str, dict[str, Any]]:
     k = int(p.argmax())
-    shown = names[k] if names[k] == str(k) else f"{k} ({names[k]})"
+    shown = names[k] if names[k] == str(k) else f"{k} ({excerpt(names[k], 40)})"  # NOTE: no escape sequences
     return f"{i}: class {shown} (p={p[k]:.3f})", {"index": i, "class": k, "name": names[k],
                                                    "probability": float(p[k]), "probabilities": p.tolist()}  # fmt: skip
 

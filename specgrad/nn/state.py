@@ -4,8 +4,9 @@ A model is a plain Python object; its state is every Tensor reachable through at
 named by the path to it ("layers.0.weight"). Files are written through the safetensors library and read by the parser
 here, which checks the whole header before any tensor is made, over the file mapped on the DISK device. Every file
 safe_save writes carries a sha256 of each tensor in its metadata (CHECKSUM_KEY), and loading a tensor onto a compute
-device checks it: a changed bit is a ValueError naming the file. Imports device, dtype, flags, helpers, lazy, ops and
-tensor.
+device checks it: a changed bit is a ChecksumMismatch naming the file. A file that cannot be used is a SafetensorsError
+(a ValueError), a state that does not fit its model a StateMismatch: bad input, each its own type, so a caller can tell
+them from a bug. Imports device, dtype, flags, helpers, lazy, ops and tensor.
 """
 
 from __future__ import annotations
@@ -29,6 +30,23 @@ from specgrad.ops import LoadOps
 from specgrad.tensor import Tensor
 
 
+class SafetensorsError(ValueError):
+    """A file safe_load or safe_load_metadata cannot use as it is: missing or not a regular file, not a valid
+    safetensors file, or (the subclasses) too large to load or damaged. The message names the file."""
+
+
+class FileTooLarge(SafetensorsError):
+    """Loading would read more than MAX_FILE_MB of tensors; nothing was read."""
+
+
+class ChecksumMismatch(SafetensorsError):
+    """A tensor's bytes differ from the sha256 specgrad wrote beside them (or the checksums themselves are damaged)."""
+
+
+class StateMismatch(ValueError):
+    """load_state_dict: the state's keys or shapes do not fit the model; the message lists every problem, one a line."""
+
+
 def get_state_dict(obj: Any, prefix: str = "") -> dict[str, Tensor]:
     """Every Tensor reachable from `obj`, keyed by its attribute path, in definition order."""
     if isinstance(obj, Tensor):
@@ -49,7 +67,7 @@ def get_parameters(obj: Any) -> list[Tensor]:
 
 def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = True) -> None:
     """Copy `state_dict` into the model's tensors in place (cast to each tensor's dtype and device). Strict: every
-    key must match; any missing, unexpected or wrongly shaped key is reported, all of them in one error."""
+    key must match; any missing, unexpected or wrongly shaped key is reported, all of them in one StateMismatch."""
     own = get_state_dict(model)
     problems = [f"wrong shape for {k}: the model has {own[k].shape}, the state has {v.shape}"
                 for k, v in state_dict.items() if k in own and tuple(own[k].shape) != tuple(v.shape)]  # fmt: skip
@@ -57,7 +75,7 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
         problems += [f"missing key {k} (shape {t.shape})" for k, t in own.items() if k not in state_dict]
         problems += [f"unexpected key {k} (shape {v.shape})" for k, v in state_dict.items() if k not in own]
     if problems:
-        raise ValueError("state dict does not fit the model:\n  " + "\n  ".join(problems))
+        raise StateMismatch("state dict does not fit the model:\n  " + "\n  ".join(problems))
     updated = [own[k].assign(v.to(own[k].device).cast(own[k].dtype)) for k, v in state_dict.items() if k in own]
     Tensor.corealize(updated)
 
@@ -73,7 +91,7 @@ def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dic
 
 
 def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]:
-    """The text metadata stored in a safetensors file's header."""
+    """The text metadata stored in a safetensors file's header (a SafetensorsError when it has none to give)."""
     return _Mapped(path).metadata
 
 
@@ -81,9 +99,10 @@ def safe_load(path: str | os.PathLike, device: str | None = None, keys: Iterable
               ) -> dict[str, Tensor]:  # fmt: skip
     """Read a safetensors file (written by specgrad, the safetensors library or PyTorch) into Tensors on `device`; only
     the tensors named in `keys` when given (the others' bytes are never read). On a compute device, the bytes read are
-    at most MAX_FILE_MB and each tensor is checked against the file's CHECKSUM_KEY (a file without one, written by
-    another tool or an older specgrad, loads unchecked). With device="disk" the tensors stay in the file (mapped
-    read-only): nothing is read, or checked, until a tensor is copied."""
+    at most MAX_FILE_MB (else FileTooLarge) and each tensor is checked against the file's CHECKSUM_KEY (else
+    ChecksumMismatch; a file without one, written by another tool or an older specgrad, loads unchecked). With
+    device="disk" the tensors stay in the file (mapped read-only): nothing is read, or checked, until a tensor is
+    copied. A file that cannot be used is a SafetensorsError naming it."""
     f = _Mapped(path)
     target = Device.canonicalize(device) if device is not None else Device.DEFAULT
     if target.startswith("DISK") and target not in ("DISK", f.device):
@@ -92,7 +111,7 @@ def safe_load(path: str | os.PathLike, device: str | None = None, keys: Iterable
     if keys is not None:
         keys = list(keys)
         if missing := [k for k in keys if k not in entries]:
-            raise ValueError(f"{path} has no tensor {_short(missing[0])} (it has {len(entries)})")
+            raise SafetensorsError(f"{path} has no tensor {_short(missing[0])} (it has {len(entries)})")
         entries = {k: entries[k] for k in keys}
     if target.startswith("DISK"):
         return {k: f.tensor(e) for k, e in entries.items()}
@@ -139,14 +158,17 @@ class SafeEntry:
 
 
 class _Mapped:
-    """A safetensors file mapped on its DISK device, its header checked whole: every problem is one ValueError naming
-    the file, raised before any tensor is made; nothing is read beyond the header until a tensor is used."""
+    """A safetensors file mapped on its DISK device, its header checked whole: every problem is one SafetensorsError
+    naming the file, raised before any tensor is made; nothing is read beyond the header until a tensor is used."""
 
     def __init__(self, path: str | os.PathLike):
         self.path = path
         self.device = Device.canonicalize(f"disk:{os.fspath(path)}")
         self.allocator: Any = Device[self.device].allocator
-        self.data = self.allocator.open()
+        try:
+            self.data = self.allocator.open()
+        except ValueError as e:  # NOTE: map_file's own words: no such file, cannot open it, not a regular file
+            raise SafetensorsError(str(e)) from None
         self.start, entries, self.metadata = parse_safetensors_header(self.allocator.path, self.data)
         self.entries = {e.name: e for e in entries}  # NOTE: in file order
 
@@ -163,16 +185,16 @@ class _Mapped:
         """At most MAX_FILE_MB of tensors are read, and that is checked before any is."""
         size, limit = sum(e.end - e.begin for e in entries), int(MAX_FILE_MB) * MIB
         if size > limit:
-            raise ValueError(f"{self.path}: loading it reads {size / MIB:,.1f} MiB, over the limit of "
-                             f"{int(MAX_FILE_MB):,} MiB for a weights or checkpoint file; raise the limit with "
-                             "MAX_FILE_MB=<MiB> (the command line's --max-file-mb)")  # fmt: skip
+            raise FileTooLarge(f"{self.path} is too large: loading it reads {size / MIB:,.1f} MiB, over the limit of "
+                               f"{int(MAX_FILE_MB):,} MiB for a weights or checkpoint file (MAX_FILE_MB, the command "
+                               "line's --max-file-mb)")  # fmt: skip
 
     def verify(self, entries: Iterable[SafeEntry]) -> None:
         """Each tensor's bytes against the file's checksums, when it has them."""
         if CHECKSUM_KEY not in self.metadata:
             return
-        damaged = ValueError(f"{self.path} is damaged: its {CHECKSUM_KEY} metadata is not a checksum of each of its "
-                             "tensors")  # fmt: skip
+        damaged = ChecksumMismatch(f"{self.path} is damaged: its {CHECKSUM_KEY} metadata is not a checksum of each "
+                                   "of its tensors")  # fmt: skip
         try:
             sums = json.loads(self.metadata[CHECKSUM_KEY])
         except (ValueError, RecursionError):
@@ -181,8 +203,8 @@ class _Mapped:
             raise damaged
         for e in entries:
             if tensor_sha256(e.dtype.name, e.shape, self.bytes(e)) != sums[e.name]:
-                raise ValueError(f"{self.path} is damaged: tensor {_short(e.name)} does not match its checksum (its "
-                                 "bytes changed after specgrad wrote them)")  # fmt: skip
+                raise ChecksumMismatch(f"{self.path} is damaged: tensor {_short(e.name)} does not match its checksum "
+                                       "(its bytes changed after specgrad wrote them)")  # fmt: skip
 
 
 def parse_safetensors_header(path: str, data: np.ndarray) -> tuple[int, list[SafeEntry], dict[str, str]]:
@@ -191,8 +213,8 @@ def parse_safetensors_header(path: str, data: np.ndarray) -> tuple[int, list[Saf
     tensors tile the data exactly (no gap, no overlap, nothing past the end or after it). Duplicate names are refused
     too (the library keeps the last)."""
 
-    def bad(what: str) -> ValueError:
-        return ValueError(f"{path} is not a valid safetensors file: {what}")
+    def bad(what: str) -> SafetensorsError:
+        return SafetensorsError(f"{path} is not a valid safetensors file: {what}")
 
     if data.size < 8:
         raise bad(f"it has {data.size} bytes, fewer than the 8 that give the header's length")

@@ -73,12 +73,13 @@ def kind_of(path: str) -> str | None:
     return next((name for is_kind, name in KINDS if is_kind(mode)), None if stat.S_ISREG(mode) else "a special file")
 
 
-def check_regular(path: str, loc: Location | None, key: str, shown: str) -> None:
+def check_regular(path: str, loc: Location | None, key: str, shown: str, missing_hint: str | None = RELATIVE_HINT
+                  ) -> None:  # fmt: skip
     """The SpecError open_regular would raise for `path` (called `shown` in it), found without opening it."""
     try:
         mode = os.stat(path).st_mode
     except FileNotFoundError:
-        raise SpecError.at(loc, f"{key}: no such file: {shown}", RELATIVE_HINT) from None
+        raise SpecError.at(loc, f"{key}: no such file: {shown}", missing_hint) from None
     except (OSError, ValueError) as e:
         why = (getattr(e, "strerror", None) or str(e)).lower()
         raise SpecError.at(loc, f"{key}: cannot read {shown}: {why}") from None
@@ -87,17 +88,18 @@ def check_regular(path: str, loc: Location | None, key: str, shown: str) -> None
         raise SpecError.at(loc, f"{key}: cannot read {shown}: it is {kind}, not a regular file")
 
 
-def open_regular(path: str, loc: Location | None = None, key: str = "") -> tuple[BinaryIO, int]:
+def open_regular(path: str, loc: Location | None = None, key: str = "", missing_hint: str | None = RELATIVE_HINT
+                 ) -> tuple[BinaryIO, int]:  # fmt: skip
     """`path` (symbolic links resolved) opened for reading, and its size, when it is a regular file; a SpecError at
-    `loc` saying what it is otherwise (`key` names the spec key that names it). Opening never waits (O_NONBLOCK: a FIFO
-    with no writer is refused at once, never read)."""
+    `loc` saying what it is otherwise (`key` names the spec key or option that names it). Opening never waits
+    (O_NONBLOCK: a FIFO with no writer is refused at once, never read)."""
     said = f"{key}: " if key else ""
     real = os.path.realpath(path)
     flags = os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
     try:
         fd = os.open(real, flags)
     except FileNotFoundError:
-        raise SpecError.at(loc, f"{said}no such file: {path}", key and RELATIVE_HINT) from None
+        raise SpecError.at(loc, f"{said}no such file: {path}", (key or None) and missing_hint) from None
     except (OSError, ValueError) as e:
         kind = kind_of(real)
         why = f"it is {kind}, not a regular file" if kind else (getattr(e, "strerror", None) or str(e)).lower()
@@ -118,9 +120,10 @@ def check_size(path: str, size: int, loc: Location | None, what: str = "a data f
                            SIZE_HINT)  # fmt: skip
 
 
-def open_data(path: str, loc: Location | None, key: str) -> tuple[BinaryIO, int]:
+def open_data(path: str, loc: Location | None, key: str, missing_hint: str | None = RELATIVE_HINT
+              ) -> tuple[BinaryIO, int]:  # fmt: skip
     """A data file opened for reading (a regular file of at most MAX_FILE_MB), and its size."""
-    f, size = open_regular(path, loc, key)
+    f, size = open_regular(path, loc, key, missing_hint)
     try:
         check_size(path, size, loc)
     except SpecError:
@@ -129,9 +132,10 @@ def open_data(path: str, loc: Location | None, key: str) -> tuple[BinaryIO, int]
     return f, size
 
 
-def read_data(path: str, loc: Location | None, key: str) -> bytes:
-    """A whole data file's bytes (at most MAX_FILE_MB; a file that grows while it is read is refused)."""
-    f, size = open_data(path, loc, key)
+def read_data(path: str, loc: Location | None, key: str, missing_hint: str | None = RELATIVE_HINT) -> bytes:
+    """A whole data file's bytes (at most MAX_FILE_MB; a file that grows while it is read is refused). `missing_hint`
+    is the hint for a file that does not exist (a path from the command line is not relative to a spec)."""
+    f, size = open_data(path, loc, key, missing_hint)
     with f:
         data = f.read(size + 1)  # NOTE: a read of n bytes allocates n: never ask for more than the file holds
     if len(data) > size:

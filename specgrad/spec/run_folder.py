@@ -7,7 +7,8 @@
                     model.safetensors     the final weights (the best or the last, as train.final_weights says)
 
 Every file is written with helpers.atomic_write (or appended with append_file): only regular files inside the run
-folder, never through a link. Imports nn.state, spec.data, spec.errors and spec.validate; never Tensor graphs.
+folder, never through a link. Imports nn.state, spec.data, spec.errors, spec.files and spec.validate; never Tensor
+graphs.
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ from typing import Any
 import yaml
 
 from specgrad.helpers import WriteError, append_file, atomic_write
-from specgrad.nn.state import safe_load_metadata
+from specgrad.nn.state import ChecksumMismatch, FileTooLarge, SafetensorsError, safe_load_metadata
 from specgrad.spec.data import data_file
 from specgrad.spec.errors import SpecError
+from specgrad.spec.files import SIZE_HINT
 from specgrad.spec.schema import Section
 from specgrad.spec.validate import MAX_NAME, TOP, ValidSpec, validate_file
 
@@ -51,7 +53,8 @@ def spec_hash(values: dict[str, Any]) -> str:
 
 
 def is_run_folder(path: Path) -> bool:
-    return path.is_dir() and (path / RESOLVED).is_file()
+    """A folder holding spec.resolved.yaml (whatever that is: reading it refuses a FIFO or a device by name)."""
+    return path.is_dir() and os.path.lexists(path / RESOLVED)
 
 
 def spec_file(path: Path) -> Path:
@@ -67,7 +70,7 @@ def spec_file(path: Path) -> Path:
 def final_weights(path: Path) -> Path:
     """The weights a run folder's model.safetensors holds, or an error saying how the run ended without them."""
     weights = path / FINAL
-    if weights.is_file():
+    if os.path.lexists(weights):  # NOTE: reading it says what it is when it is not a regular file
         return weights
     ckpts = sorted((path / "checkpoints").glob("*.safetensors")) if (path / "checkpoints").is_dir() else []
     hint = f"pass one of its checkpoints with --weights, e.g. {ckpts[-1]}" if ckpts else "train it to the end first"
@@ -188,7 +191,7 @@ def read_resolved_spec(folder: Path) -> ValidSpec:
     if not folder.is_dir():
         raise SpecError.at(None, f"no such run folder: {folder}", "pass a folder `specgrad train` wrote, e.g. "
                            "runs/<name>-1")  # fmt: skip
-    if not (folder / RESOLVED).is_file():
+    if not is_run_folder(folder):
         raise SpecError.at(None, f"{folder} is not a run folder: it has no {RESOLVED}",
                            "pass a folder that `specgrad train` wrote")  # fmt: skip
     return validate_file(folder / RESOLVED)
@@ -255,15 +258,30 @@ def newest_checkpoint(folder: Path) -> tuple[Path, dict[str, str]] | None:
     found = [p for p in checkpoints(folder) if p.name != "best.safetensors"]
     if not found:
         return None
-    metas = {}
+    metas, steps = {}, {}
     for p in found:
         try:
             metas[p] = safe_load_metadata(p)
-        except (OSError, ValueError) as e:
+        except (OSError, SafetensorsError) as e:
             raise SpecError.at(None, f"the checkpoint {p} is damaged ({e})",
                                "delete it to resume from the one before") from None  # fmt: skip
-    path = max(found, key=lambda p: (int(metas[p].get("step", 0)), p.name == "interrupted.safetensors"))
+        steps[p] = metas[p].get("step", "0")
+        if not (steps[p].isascii() and steps[p].isdigit() and len(steps[p]) <= 18):
+            raise SpecError.at(None, f"the checkpoint {p} is damaged (its step '{steps[p][:40]}' is not a count of "
+                               "steps)", "delete it to resume from the one before")  # fmt: skip
+    path = max(found, key=lambda p: (int(steps[p]), p.name == "interrupted.safetensors"))
     return path, metas[path]
+
+
+def unusable(e: SafetensorsError, what: str | None, fix: str) -> SpecError:
+    """A weights file or checkpoint safe_load refused, in words: too large says how to raise the limit; damaged (a
+    checksum differs) or not a safetensors file at all says `fix`. `what` names the file in the message ("the
+    checkpoint X"), or None for the refusal's own words."""
+    if isinstance(e, FileTooLarge):
+        return SpecError.at(None, str(e), SIZE_HINT)
+    if isinstance(e, ChecksumMismatch) or what is None:
+        return SpecError.at(None, str(e), fix)
+    return SpecError.at(None, f"{what} is damaged ({e})", fix)
 
 
 def prune(folder: Path, keep: int) -> None:

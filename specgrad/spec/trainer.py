@@ -28,7 +28,15 @@ import numpy as np
 from specgrad import Tensor, TinyJit
 from specgrad.helpers import atomic_write
 from specgrad.nn import optim
-from specgrad.nn.state import get_parameters, get_state_dict, load_state_dict, safe_load, safe_save
+from specgrad.nn.state import (
+    SafetensorsError,
+    StateMismatch,
+    get_parameters,
+    get_state_dict,
+    load_state_dict,
+    safe_load,
+    safe_save,
+)
 from specgrad.spec.builder import Model, build_model
 from specgrad.spec.data import Dataset, batches, eval_batches, load_data
 from specgrad.spec.errors import SpecError
@@ -41,6 +49,7 @@ from specgrad.spec.run_folder import (
     newest_checkpoint,
     prune,
     spec_hash,
+    unusable,
 )
 from specgrad.spec.validate import ValidSpec
 
@@ -125,7 +134,47 @@ class Position:
 
     @staticmethod
     def from_meta(meta: dict[str, str]) -> Position:
-        return Position(**json.loads(meta["position"]))
+        """The position a checkpoint's metadata records; a BadMetadata when it is not one specgrad writes (the
+        checksums cover the tensors, not the metadata)."""
+        fields = from_json(meta, "position")
+        if not isinstance(fields, dict) or set(fields) != set(POSITION_TYPES):
+            raise BadMetadata("its position does not have the fields specgrad writes")
+        for k, types in POSITION_TYPES.items():
+            v = fields[k]
+            if not isinstance(v, types) or isinstance(v, bool) or (isinstance(v, int) and not 0 <= v < 1 << 62):
+                raise BadMetadata(f"its position's {k} is not what specgrad writes")
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in fields["losses"]):
+            raise BadMetadata("its position's losses are not numbers")
+        if fields["data_rng"] is not None:
+            check_rng_state(fields["data_rng"], "its position's data order")
+        return Position(**fields)
+
+
+class BadMetadata(ValueError):
+    """A checkpoint's metadata is not what specgrad writes (damage, or an edit): bad input, never a bug."""
+
+
+# NOTE: each field's JSON types, as Position.to_meta writes them (an int field is a count: 0 <= v < 2**62)
+POSITION_TYPES: dict[str, tuple[type, ...]] = {
+    "epoch": (int,), "step": (int,), "skip": (int,), "data_rng": (dict, type(None)), "losses": (list,),
+    "best": (float, int, type(None)), "best_epoch": (int, type(None)), "ref": (float, int, type(None)),
+    "stale": (int,), "stopped": (str, type(None))}  # fmt: skip
+
+
+def from_json(meta: dict[str, str], key: str) -> Any:
+    """The JSON value of a checkpoint's metadata key, or a BadMetadata naming the key."""
+    try:
+        return json.loads(meta[key])
+    except (KeyError, ValueError, RecursionError):
+        raise BadMetadata(f"its {key} is not the JSON specgrad writes") from None
+
+
+def check_rng_state(state: Any, what: str) -> None:
+    """A random generator's state as numpy gives it (PCG64), or a BadMetadata saying `what` it is not."""
+    try:
+        np.random.PCG64().state = state
+    except (TypeError, ValueError, KeyError, OverflowError):
+        raise BadMetadata(f"{what} is not a random generator's state") from None
 
 
 @dataclass
@@ -311,11 +360,14 @@ class Trainer:
         best = folder / "checkpoints" / "best.safetensors"
         final = "best" if self.final_choice == "best" and pos.best_epoch is not None and best.exists() else "last"
         if final == "best":
+            names = [f"model.{k}" for k in get_state_dict(self.model)]  # NOTE: its optimizer state is not needed
             try:
-                tensors = {k[6:]: v for k, v in safe_load(best).items() if k.startswith("model.")}
-            except (OSError, ValueError) as e:
-                hint = "delete it, then resume: the last weights become the final ones"
-                raise SpecError.at(None, f"the best checkpoint {best} is damaged ({e})", hint) from None
+                tensors = {k[6:]: v for k, v in safe_load(best, keys=names).items()}
+            except OSError as e:
+                raise SpecError.at(None, f"cannot read the best checkpoint {best}: {e.strerror or e}") from None
+            except SafetensorsError as e:
+                raise unusable(e, f"the best checkpoint {best}", "delete it, then resume: the last weights become the "
+                               "final ones") from None  # fmt: skip
         else:
             tensors = get_state_dict(self.model)
         final_epoch = pos.best_epoch if final == "best" else pos.epoch
@@ -385,21 +437,31 @@ class Trainer:
         if meta.get("spec_hash") != spec_hash(self.spec.values) or "position" not in meta:
             raise SpecError.at(None, f"{path} was not written for the spec of {folder}",
                                "resume a run folder as `specgrad train` left it")  # fmt: skip
+        fix = "delete it to resume from the one before"
+        try:
+            pos, tensor_rng = Position.from_meta(meta), from_json(meta, "tensor_rng")
+            check_rng_state(tensor_rng, "its tensor_rng")
+        except BadMetadata as e:
+            raise SpecError.at(None, f"the checkpoint {path} is damaged ({e})", fix) from None
         try:
             tensors = safe_load(path)  # NOTE: read whole before touching the model
-        except (OSError, ValueError) as e:
-            raise SpecError.at(None, f"the checkpoint {path} is damaged ({e})",
-                               "delete it to resume from the one before") from None  # fmt: skip
+        except OSError as e:
+            raise SpecError.at(None, f"cannot read the checkpoint {path}: {e.strerror or e}") from None
+        except SafetensorsError as e:
+            raise unusable(e, f"the checkpoint {path}", fix) from None
         now = self.metadata()
         changed = [k for k in DATA_META if meta.get(k) != now.get(k)]
         if changed:
             raise SpecError.at(None, f"the data has changed since {folder} started: its {', '.join(changed)} differ "
                                "from what the checkpoints were trained with",
                                "restore the data the run started with, or start a new run")  # fmt: skip
-        load_state_dict(self.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
-        load_state_dict(self.opt, {k[10:]: v for k, v in tensors.items() if k.startswith("optimizer.")}, strict=False)
-        Tensor._rng.bit_generator.state = json.loads(meta["tensor_rng"])
-        pos = Position.from_meta(meta)
+        try:
+            load_state_dict(self.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+            load_state_dict(self.opt, {k[10:]: v for k, v in tensors.items() if k.startswith("optimizer.")},
+                            strict=False)  # fmt: skip
+        except StateMismatch as e:
+            raise SpecError.at(None, f"the checkpoint {path} does not fit the model of {folder}: {e}", fix) from None
+        Tensor._rng.bit_generator.state = tensor_rng
         self.schedule.step(epoch=pos.step)
         if pos.step >= self.total_steps or pos.stopped:
             say(f"{folder} has finished ({plural(pos.step, 'step')}{', stopped early' if pos.stopped else ''}): "

@@ -14,7 +14,12 @@ import pytest
 from safetensors.numpy import load, load_file, save_file
 
 from specgrad import Tensor, dtypes
+from specgrad.flags import Context
 from specgrad.nn.state import (
+    ChecksumMismatch,
+    FileTooLarge,
+    SafetensorsError,
+    StateMismatch,
     get_parameters,
     get_state_dict,
     load_state_dict,
@@ -109,6 +114,31 @@ def test_damaged_file_is_a_clear_error(tmp_path: Path) -> None:
     path.write_bytes(path.read_bytes()[:20])
     with pytest.raises(ValueError, match="is not a valid safetensors file"):
         safe_load(path)
+
+
+def test_each_refusal_has_its_own_type(tmp_path: Path) -> None:
+    """Bad input is a SafetensorsError (FileTooLarge, ChecksumMismatch) or a StateMismatch, each a ValueError, so a
+    caller (the CLI) tells them from a ValueError that is a bug; the optimizer state of a checkpoint is never read when
+    keys= asks for the model's tensors only."""
+    path = tmp_path / "c.safetensors"
+    safe_save({"model.w": Tensor.ones(4), "optimizer.m": Tensor.zeros(1 << 19)}, path)
+    with Context(MAX_FILE_MB=1), pytest.raises(FileTooLarge, match="is too large: loading it reads 2.0 MiB"):
+        safe_load(path, device="CPU")
+    with Context(MAX_FILE_MB=1):
+        assert safe_load(path, device="CPU", keys=["model.w"])["model.w"].numpy().tolist() == [1.0] * 4
+    raw = bytearray(path.read_bytes())
+    raw[-1] ^= 1  # NOTE: the last byte of optimizer.m
+    path.write_bytes(bytes(raw))
+    with pytest.raises(ChecksumMismatch, match="tensor 'optimizer.m' does not match its checksum"):
+        safe_load(path, device="CPU")
+    assert safe_load(path, device="CPU", keys=["model.w"])["model.w"].numpy().tolist() == [1.0] * 4
+    os.mkfifo(tmp_path / "pipe.safetensors")
+    for bad in (tmp_path / "pipe.safetensors", tmp_path / "none.safetensors", tmp_path):
+        with pytest.raises(SafetensorsError):
+            safe_load_metadata(bad)
+    with pytest.raises(StateMismatch, match="missing key"):
+        load_state_dict(Tiny("CPU"), {})
+    assert issubclass(SafetensorsError, ValueError) and issubclass(StateMismatch, ValueError)
 
 
 # *** safetensors on the DISK device, and files that are not what they claim ***
