@@ -21,7 +21,7 @@ import typer
 
 from specgrad.device import DeviceUnavailable
 from specgrad.helpers import BadOutputPath, WriteError, check_output
-from specgrad.spec.errors import SpecError
+from specgrad.spec.errors import SpecError, printable
 from specgrad.spec.trainer import NonFiniteLoss
 
 # NOTE: 70 is sysexits.h's EX_SOFTWARE, apart from the codes DESIGN.md gives
@@ -38,7 +38,7 @@ ENVIRONMENT_ERRNOS = {
     errno.EIO: "the disk reported an input/output error: check the disk, or choose a folder on another one",
     errno.EMFILE: "too many files are open: raise the limit (ulimit -n), or close other programs",
     errno.ENFILE: "the system has too many files open: close other programs, then run again",
-    errno.ENOMEM: "the machine is out of memory: close other programs, or use a smaller batch or model",
+    errno.ENOMEM: "the machine is out of memory: close other programs, or use a smaller batch, model or file",
 }
 EXTRAS = {"onnx": "onnx", "onnxruntime": "onnx", "matplotlib": "plot", "pyopencl": "gpu"}  # NOTE: pyproject's extras
 # NOTE: typer's own ways out (its Exit, Abort and usage errors; typer >= 0.20 has its own click inside)
@@ -71,6 +71,9 @@ def describe(e: Exception) -> tuple[int, str]:
         extra = EXTRAS.get(e.name.split(".")[0])
         hint = f"install it: pip install 'specgrad[{extra}]'" if extra else f"install or repair the {e.name} package"
         return ENVIRONMENT, f"error: {e}" + ("" if "pip install" in str(e) else f"\n  hint: {hint}")
+    if isinstance(e, MemoryError):  # NOTE: the machine (or a limit on the process) cannot hold what was asked for
+        said = f" ({e})" if str(e) else ""
+        return ENVIRONMENT, f"error: out of memory{said}\n  hint: {ENVIRONMENT_ERRNOS[errno.ENOMEM]}"
     if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:
         what = str(e) if isinstance(e, WriteError) else f"{e.filename}: {e.strerror}" if e.filename else e.strerror
         return ENVIRONMENT, f"error: {what}\n  hint: {ENVIRONMENT_ERRNOS[e.errno]}"
@@ -94,7 +97,7 @@ def handled() -> Iterator[None]:
         code, message = describe(e)
         if is_debug():
             typer.echo("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip(), err=True)
-        typer.echo(message, err=True)
+        typer.echo(printable(message), err=True)  # NOTE: a path or name from a file cannot drive the terminal
         raise typer.Exit(code) from None
 
 

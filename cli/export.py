@@ -48,6 +48,10 @@ def check_export_path(out: Path, fmt: str) -> None:
     if fmt == "c" and out.suffix == ".h":
         raise SpecError.at(None, f"--out {out}: the C export writes its header to <name>.h beside the C file",
                            f"name the C file, e.g. {out.with_suffix('.c')}")  # fmt: skip
+    if fmt == "c" and out.suffix != ".c":  # NOTE: the runner is built as <name>: without .c it would be the source
+        raise SpecError.at(None, f"--out {out}: the C export writes C source, named <name>.c (its header <name>.h and "
+                           "the runner built from it <name>)",
+                           f"name the C file, e.g. {out.with_suffix('.c')}")  # fmt: skip
     check_output_option(out, "--out")
     if fmt == "c":
         check_output_option(out.with_suffix(".h"), "the header of --out")

@@ -9,10 +9,11 @@ import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from specgrad.helpers import prod
 from specgrad.spec.data import Dataset, inspect_data
-from specgrad.spec.errors import Problem, SpecError
+from specgrad.spec.errors import Problem, SpecError, printable
 from specgrad.spec.run_folder import spec_file
 from specgrad.spec.validate import ValidSpec, validate_file
 
@@ -36,7 +37,8 @@ def _bytes(n: int) -> str:
 
 
 def summary_table(spec: ValidSpec) -> Table:
-    table = Table(title=f"{spec.values['name']} ({spec.path})", title_justify="left")
+    # NOTE: a Text, never markup ('[' in a path is text), escaped (a path cannot drive the terminal)
+    table = Table(title=Text(printable(f"{spec.values['name']} ({spec.path})")), title_justify="left")
     for col in ("#", "node", "layer", "output shape", "params", "FLOPs", "activations"):
         table.add_column(col, justify="right" if col in ("#", "params", "FLOPs", "activations") else "left")
     for name, (shape, dtype) in spec.inputs.items():
@@ -115,5 +117,5 @@ def validate(spec: Path, overrides: list[str], as_json: bool) -> None:
     Console().print(summary_table(result))
     if data is not None:
         typer.echo(data_line(data))
-    typer.echo(f"{spec}: valid; {result.params:,} parameters, {_size(result.step_flops, ' FLOP')} per training step, "
-               f"{_bytes(result.activation_bytes)} of activations per batch")  # fmt: skip
+    typer.echo(f"{printable(str(spec))}: valid; {result.params:,} parameters, {_size(result.step_flops, ' FLOP')} per "
+               f"training step, {_bytes(result.activation_bytes)} of activations per batch")  # fmt: skip

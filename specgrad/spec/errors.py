@@ -30,8 +30,10 @@ class Problem:
     hint: str | None = None
 
     def __str__(self) -> str:
+        """The problem as printed: file:line:col, the message and the hint, control characters escaped (a path or
+        value from a spec cannot drive the terminal)."""
         head = f"{self.loc}: error: {self.message}" if self.loc is not None else f"error: {self.message}"
-        return head if self.hint is None else f"{head}\n  hint: {self.hint}"
+        return printable(head if self.hint is None else f"{head}\n  hint: {self.hint}")
 
 
 class SpecError(Exception):
@@ -51,8 +53,17 @@ class SpecError(Exception):
         return cls([Problem(message, loc, hint)])
 
 
+def _escaped(c: str) -> str:
+    return c if c.isprintable() else repr(c)[1:-1] if ord(c) < 128 else f"\\u{ord(c):04x}"
+
+
 def excerpt(text: str, limit: int = MAX_EXCERPT) -> str:
     """`text` as a message quotes it: on one line (control and format characters escaped), cut to `limit` characters."""
-    shown = "".join(c if c.isprintable() else repr(c)[1:-1] if ord(c) < 128 else f"\\u{ord(c):04x}"
-                    for c in text[: limit + 1])  # fmt: skip
+    shown = "".join(map(_escaped, text[: limit + 1]))
     return shown if len(shown) <= limit and len(text) <= limit else shown[: limit - 3] + "..."
+
+
+def printable(text: str) -> str:
+    """`text` with control and format characters escaped, line breaks kept: what may be printed to a terminal (an
+    escape sequence in a path or a name would otherwise be run by it)."""
+    return text if text.isprintable() else "\n".join("".join(map(_escaped, line)) for line in text.split("\n"))

@@ -26,7 +26,8 @@ MAX_NAME = 64  # NOTE: characters of a node's or an input's name
 NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
 NAME_HINT = f"use letters, digits, '_' and '-' (not first), at most {MAX_NAME} characters, e.g. attn_1"
 BLOCK = Section("block", "a reusable piece of graph", {
-    "params": Field("list", "names the block's graph can use as $name", [], item=Field("str", "a parameter name")),
+    "params": Field("list", "names the block's graph can use as $name", [],
+                    item=Field("str", "a parameter name", REQUIRED)),
     "graph": Field("list", "the block's nodes; 'in' is the block's input and the node named 'out' its output",
                    REQUIRED)})  # fmt: skip
 REPEAT = Section("node", "a block node", {"repeat": Field("int", "how many copies, one after another", 1, min=1,

@@ -59,11 +59,18 @@ class YNode:
 
 # ---- YAML 1.2 core schema: https://yaml.org/spec/1.2.2/#1032-tag-resolution
 
+
+def _decimal(s: str) -> int | float:
+    # NOTE: Python's int() refuses more than 4300 digits (sys.get_int_max_str_digits); a number that long is past every
+    # bound a spec has, so it reads as the float it is: infinity, refused as not finite where a number is wanted
+    return int(s) if len(s) <= 4000 else float(s)
+
+
 _CORE_SCALARS: tuple[tuple[re.Pattern[str], Callable[[str], Any]], ...] = (
     (re.compile(r"~|null|Null|NULL|"), lambda s: None),
     (re.compile(r"true|True|TRUE"), lambda s: True),
     (re.compile(r"false|False|FALSE"), lambda s: False),
-    (re.compile(r"[-+]?[0-9]+"), int),
+    (re.compile(r"[-+]?[0-9]+"), _decimal),
     (re.compile(r"0o[0-7]+"), lambda s: int(s[2:], 8)),
     (re.compile(r"0x[0-9a-fA-F]+"), lambda s: int(s[2:], 16)),
     (re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?"), float),

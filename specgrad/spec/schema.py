@@ -142,8 +142,9 @@ def check_section(node: YNode, section: Section, where: str) -> list[Problem]:
 
 
 def with_defaults(node: YNode | None, section: Section) -> dict[str, Any]:
-    """The section's values as plain Python, with defaults filled in (after it validated)."""
-    given = node.to_plain() if node is not None else {}
+    """The section's values as plain Python, with defaults filled in (after it validated); a section given as null
+    is all defaults."""
+    given = (node.to_plain() if node is not None else None) or {}
     ret = {k: given.get(k, None if f.required else f.default) for k, f in section.fields.items()}
     for k, f in section.fields.items():  # NOTE: a nested section that is given gets its own defaults too
         if f.section is not None and node is not None and isinstance(node.get(k), YNode) and node.get(k).kind == "map":

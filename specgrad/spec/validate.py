@@ -14,7 +14,7 @@ from typing import Any
 
 from specgrad.flags import SPEC_MEMORY_GB
 from specgrad.helpers import prod
-from specgrad.spec.errors import Location, Problem, SpecError
+from specgrad.spec.errors import Location, Problem, SpecError, excerpt
 from specgrad.spec.files import check_regular, named_file
 from specgrad.spec.graph import BLOCK, Step, graph_nodes, infer, name_problem, node_key_problems, sequential_nodes
 from specgrad.spec.layers import Shape
@@ -40,7 +40,7 @@ DATA = Section("data", "where examples come from and how they are batched", {
     "path": Field("str", "the file for text, csv and npz sources (relative to the spec's folder)", None),
     "corpus": Field("str", "a bundled text instead of a path, for the text source", None, choices=("sonnets",)),
     "context": Field("int", "characters per example, for the text source", None, min=1, max=1 << 16),
-    "features": Field("list", "csv columns fed to the model", None, item=Field("str", "a column name")),
+    "features": Field("list", "csv columns fed to the model", None, item=Field("str", "a column name", REQUIRED)),
     "target": Field("str", "the csv column, npz array or .npy file the model learns to predict; input to rebuild "
                            "the input (an autoencoder)", None),
     "task": Field("str", "what a csv or npz target is: classify (class labels: text, or whole numbers 0, 1, 2, ...) "
@@ -118,7 +118,7 @@ TOP = Section("spec", "a model, its data and its training recipe", {
 GRAPH_MODEL = Section("model", "a graph model", {
     "graph": Field("list", "the nodes, each taking inputs or nodes above it", REQUIRED),
     "outputs": Field("list", "the nodes whose values the model returns", REQUIRED,
-                     item=Field("str", "a node name"))})  # fmt: skip
+                     item=Field("str", "a node name", REQUIRED))})  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -240,10 +240,11 @@ def _model(model: YNode, blocks: dict[str, YNode], named: bool) -> tuple[list, t
         return [], (), problems
     nodes, problems = graph_nodes(model.value["graph"], "model.graph", blocks)
     # NOTE: a node with its own problem is still a node: no second error for an output naming it
-    names = {x.get("name").value for x in model.value["graph"].value if x.kind == "map" and x.get("name") is not None}
+    names = {str(x.get("name").value) for x in model.value["graph"].value
+             if x.kind == "map" and x.get("name") is not None and x.get("name").kind == "scalar"}  # fmt: skip
     for out in model.value["outputs"].value:
-        if out.value not in names:
-            problems.append(Problem(f"output '{out.value}' is not a node of the graph", out.loc,
+        if str(out.value) not in names:
+            problems.append(Problem(f"output '{excerpt(str(out.value))}' is not a node of the graph", out.loc,
                                     did_you_mean(str(out.value), list(names))))  # fmt: skip
     return nodes, tuple(o.value for o in model.value["outputs"].value), problems
 
@@ -256,7 +257,7 @@ def _check_data(node: YNode | None, data_files: bool, spec: str) -> list[Problem
     problems = []
     for need in SOURCE_NEEDS.get(str(source.value), ()):
         options = need if isinstance(need, tuple) else (need,)
-        if not any(o in node.value for o in options):
+        if not any(node.get(o) is not None and node.get(o).value is not None for o in options):  # NOTE: null: not given
             problems.append(Problem(f"data with source: {source.value} needs {' or '.join(options)}", source.loc))
     features = node.get("features")
     seen: dict[Any, int] = {}
@@ -267,11 +268,11 @@ def _check_data(node: YNode | None, data_files: bool, spec: str) -> list[Problem
                                     item.loc, "list each column once"))  # fmt: skip
         seen.setdefault(item.value, item.loc.line)
     path = node.get("path")
-    if data_files and path is not None and isinstance(path.value, str) and not path.loc.file.startswith("--set"):
-        full = str(Path(path.loc.file).parent / path.value)
+    if data_files and path is not None and isinstance(path.value, str):
+        named_in = spec if path.loc.file.startswith("--set") else path.loc.file  # NOTE: --set is relative to the spec
+        full = str(Path(named_in).parent / path.value)
         try:  # NOTE: where the file is first: nothing outside the allowed folders is looked at
-            check_regular(named_file(path.value, path.loc.file, spec, path.loc, "data.path"), path.loc, "data.path",
-                          full)  # fmt: skip
+            check_regular(named_file(path.value, named_in, spec, path.loc, "data.path"), path.loc, "data.path", full)
         except SpecError as e:
             problems += e.problems
     return problems
