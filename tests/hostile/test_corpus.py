@@ -291,6 +291,8 @@ CASES = [
     Case("huge-safetensors-export", "huge-safetensors", {"big.safetensors": mk.huge_safetensors()}, ("export",
          "tiny.yaml", "--weights", "big.safetensors", "--format", "safetensors", "--out", "m.safetensors"), 1,
          "over the limit"),
+    Case("resume-checkpoint-over-the-size-limit", "huge-safetensors", {"run": Asset("run")}, RESUME, 1,
+         "is too large: loading it reads", env={"MAX_FILE_MB": "0"}),
     Case("safetensors-header-length-huge", "huge-safetensors", {"h.safetensors": (1 << 62).to_bytes(8, "little")},
          ("run", "tiny.yaml", "--weights", "h.safetensors", "--input", "x.npy", "--device", "CPU"), 1,
          "not a valid safetensors file"),
