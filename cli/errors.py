@@ -21,8 +21,8 @@ import typer
 
 from specgrad.device import DeviceUnavailable
 from specgrad.helpers import BadOutputPath, WriteError, check_output
-from specgrad.spec.errors import SpecError, printable
-from specgrad.spec.trainer import NonFiniteLoss
+from specgrad.modelspec.errors import SpecError, printable
+from specgrad.train.trainer import NonFiniteLoss
 
 # NOTE: 70 is sysexits.h's EX_SOFTWARE, apart from the codes DESIGN.md gives
 INVALID, USAGE, ENVIRONMENT, NON_FINITE, INTERNAL, INTERRUPTED = 1, 2, 3, 4, 70, 130

@@ -11,11 +11,11 @@ from specgrad.cli.errors import check_output_option
 from specgrad.cli.run import guess_task, load_model, read_contract, spec_and_weights
 
 from specgrad import Device
+from specgrad.modelspec.contract import OUTPUTS
+from specgrad.modelspec.errors import SpecError
+from specgrad.modelspec.validate import ValidSpec
 from specgrad.nn.state import get_state_dict, safe_save
-from specgrad.spec.contract import OUTPUTS
-from specgrad.spec.errors import SpecError
-from specgrad.spec.run_folder import spec_hash
-from specgrad.spec.validate import ValidSpec
+from specgrad.train.run_folder import spec_hash
 
 FORMATS = ("safetensors", "onnx", "c")
 
@@ -78,11 +78,11 @@ def write_export(spec: ValidSpec, weights: Path, fmt: str, out: Path) -> str:
         return f"wrote {out}"
     read_contract(spec, served, weights)  # NOTE: metadata that does not fit the spec is a user's error, said here
     if fmt == "onnx":
-        from specgrad.spec.export.onnx import export_onnx
+        from specgrad.export.onnx import export_onnx
 
         export_onnx(spec, model, out, meta=served)
         return f"wrote {out} (ONNX, outputs {', '.join(OUTPUTS[served['task']])}; checked with onnx.checker)"
-    from specgrad.spec.export.c import export_c
+    from specgrad.export.c import export_c
 
     header = export_c(spec, model, out, served)
     printed = OUTPUTS[served["task"]][-1]

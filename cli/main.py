@@ -201,7 +201,7 @@ def schema_command() -> None:
     """Print the JSON Schema of a spec (for editors: completion and hover help)."""
     import json
 
-    from specgrad.spec.jsonschema import spec_json_schema
+    from specgrad.modelspec.jsonschema import spec_json_schema
 
     with handled():
         typer.echo(json.dumps(spec_json_schema(), indent=2))

@@ -20,14 +20,14 @@ from specgrad.cli.errors import check_output_option
 
 from specgrad import Device, Tensor
 from specgrad.helpers import atomic_write, prod
+from specgrad.modelspec.builder import Model, build_model
+from specgrad.modelspec.contract import ContractError, RunContract, contract_from_meta
+from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
+from specgrad.modelspec.files import check_regular, read_data
+from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.nn.state import SafetensorsError, StateMismatch, load_state_dict, safe_load, safe_load_metadata
-from specgrad.spec.builder import Model, build_model
-from specgrad.spec.contract import ContractError, RunContract, contract_from_meta
-from specgrad.spec.data import standardize
-from specgrad.spec.errors import Location, Problem, SpecError, excerpt
-from specgrad.spec.files import check_regular, read_data
-from specgrad.spec.run_folder import final_weights, spec_file, spec_hash, unusable
-from specgrad.spec.validate import ValidSpec, validate_file
+from specgrad.train.data import standardize
+from specgrad.train.run_folder import final_weights, spec_file, spec_hash, unusable
 
 CHUNK = 1024  # examples per forward pass: at most two shapes to compile, and bounded memory for big files
 MAX_PROBLEMS = 10  # bad cells reported at once; the rest are counted

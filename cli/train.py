@@ -18,8 +18,9 @@ from specgrad.cli.export import EXTENSIONS, write_export
 from specgrad import Device
 from specgrad.device import DeviceUnavailable
 from specgrad.helpers import WriteError
-from specgrad.spec.errors import SpecError, excerpt
-from specgrad.spec.run_folder import (
+from specgrad.modelspec.errors import SpecError, excerpt
+from specgrad.modelspec.validate import ValidSpec, validate_file
+from specgrad.train.run_folder import (
     MetricsLog,
     locked,
     new_run_folder,
@@ -28,8 +29,7 @@ from specgrad.spec.run_folder import (
     spec_file,
     write_resolved_spec,
 )
-from specgrad.spec.trainer import Interrupted, NonFiniteLoss, Summary, Trainer, plural
-from specgrad.spec.validate import ValidSpec, validate_file
+from specgrad.train.trainer import Interrupted, NonFiniteLoss, Summary, Trainer, plural
 
 
 def with_length(spec: ValidSpec, epochs: int | None, steps: int | None) -> ValidSpec:

@@ -12,10 +12,10 @@ from rich.table import Table
 from rich.text import Text
 
 from specgrad.helpers import prod
-from specgrad.spec.data import Dataset, inspect_data
-from specgrad.spec.errors import Problem, SpecError, printable
-from specgrad.spec.run_folder import spec_file
-from specgrad.spec.validate import ValidSpec, validate_file
+from specgrad.modelspec.errors import Problem, SpecError, printable
+from specgrad.modelspec.validate import ValidSpec, validate_file
+from specgrad.train.data import Dataset, inspect_data
+from specgrad.train.run_folder import spec_file
 
 MAX_SHOWN = 50  # NOTE: a long list of problems usually has one cause near its top
 

@@ -532,7 +532,7 @@ def title(env: dict[str, Any], timer: Timer) -> str:
 
 def validation_seconds(paths: list[Path]) -> list[tuple[str, float]]:
     """How long `specgrad validate` takes per spec (best of three, in this process)."""
-    from specgrad.spec.validate import validate_file
+    from specgrad.modelspec.validate import validate_file
 
     ret = []
     for path in paths:

@@ -123,8 +123,7 @@ SPEC_MEMORY_GB = flag(
 SPEC_ROOT = flag(
     "SPEC_ROOT",
     "",
-    "folder that files a spec names (extends, data.path) must stay inside, besides the spec's own folder "
-    "(CLI: --root)",
+    "folder that files a spec names (extends, data.path) must stay inside, besides the spec's own folder (CLI: --root)",
     doc_default="the current folder",
 )
 SPEC_ALLOW_OUTSIDE = flag(

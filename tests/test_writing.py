@@ -22,11 +22,11 @@ from specgrad.cli.main import app
 from typer.testing import CliRunner
 
 from specgrad.helpers import BadOutputPath, WriteError, append_file, atomic_write
+from specgrad.modelspec.errors import SpecError
+from specgrad.modelspec.validate import validate_file
 from specgrad.nn.state import get_state_dict, safe_load_metadata, safe_save
-from specgrad.spec.errors import SpecError
-from specgrad.spec.run_folder import MetricsLog, new_run_folder
-from specgrad.spec.trainer import Trainer
-from specgrad.spec.validate import validate_file
+from specgrad.train.run_folder import MetricsLog, new_run_folder
+from specgrad.train.trainer import Trainer
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 MLP = str(SPECS / "digits_mlp.yaml")

@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 from specgrad import Tensor
 from specgrad.flags import MAX_FILE_MB, SPEC_ALLOW_OUTSIDE, SPEC_ROOT
 from specgrad.helpers import WriteError
+from specgrad.modelspec.errors import SpecError
+from specgrad.modelspec.validate import validate_file
 from specgrad.nn.state import get_state_dict, safe_save
-from specgrad.spec.errors import SpecError
-from specgrad.spec.trainer import Trainer
-from specgrad.spec.validate import validate_file
+from specgrad.train.trainer import Trainer
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 MLP = str(SPECS / "digits_mlp.yaml")
@@ -101,7 +101,7 @@ def test_every_command_takes_the_one_path(monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.setattr("specgrad.cli.demo.train_spirals", bug)
     monkeypatch.setattr("specgrad.cli.validate.validate_file", bug)
     monkeypatch.setattr("specgrad.cli.bench.report", bug)
-    monkeypatch.setattr("specgrad.spec.jsonschema.spec_json_schema", bug)
+    monkeypatch.setattr("specgrad.modelspec.jsonschema.spec_json_schema", bug)
     for args in (["demo", "--steps", "1"], ["validate", MLP], ["bench", "--quick"], ["schema"]):
         result = invoke(*args)
         assert result.exit_code == 70, (args, result.output)

@@ -13,11 +13,11 @@ from typer.testing import CliRunner
 
 from specgrad import Tensor
 from specgrad.datasets import load_digits, load_text
+from specgrad.modelspec.builder import build_model
+from specgrad.modelspec.validate import validate_file
 from specgrad.nn.state import get_state_dict, load_state_dict, safe_load, safe_load_metadata, safe_save
-from specgrad.spec.builder import build_model
-from specgrad.spec.data import standardize
-from specgrad.spec.trainer import Trainer
-from specgrad.spec.validate import validate_file
+from specgrad.train.data import standardize
+from specgrad.train.trainer import Trainer
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 MLP = str(SPECS / "digits_mlp.yaml")

@@ -1,0 +1,403 @@
+"""Models as graphs: named nodes that take their inputs `from:` the spec's inputs or nodes above them, reusable
+blocks expanded `repeat` times, and static shape inference through the whole graph. A sequential layer list is
+the graph in which each layer takes the one before it. Once blocks are expanded a model has at most MAX_STEPS layers
+and ops.
+
+Imports modelspec.errors, modelspec.loader, modelspec.schema and modelspec.layers.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, replace
+from typing import Any
+
+from specgrad.helpers import prod
+from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
+from specgrad.modelspec.layers import LAYERS, Shape, ShapeMismatch
+from specgrad.modelspec.loader import YNode
+from specgrad.modelspec.resolve import substitute_in
+from specgrad.modelspec.schema import REQUIRED, Field, Section, check_section, describe, did_you_mean, with_defaults
+
+NODE_KEYS = ("name", "from", "layer", "op", "block", "repeat", "with")
+MAX_STEPS = 10_000  # NOTE: layers and ops of the expanded model: repeat inside repeat multiplies
+MAX_BLOCK_DEPTH = 8  # NOTE: blocks inside blocks
+MAX_NAME = 64  # NOTE: characters of a node's or an input's name
+NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_-]*")
+NAME_HINT = f"use letters, digits, '_' and '-' (not first), at most {MAX_NAME} characters, e.g. attn_1"
+BLOCK = Section("block", "a reusable piece of graph", {
+    "params": Field("list", "names the block's graph can use as $name", [],
+                    item=Field("str", "a parameter name", REQUIRED)),
+    "graph": Field("list", "the block's nodes; 'in' is the block's input and the node named 'out' its output",
+                   REQUIRED)})  # fmt: skip
+REPEAT = Section("node", "a block node", {"repeat": Field("int", "how many copies, one after another", 1, min=1,
+                                                         max=1000)})  # fmt: skip
+OPS: dict[str, Section] = {
+    "add": Section("add", "elementwise sum of inputs of one shape"),
+    "mul": Section("mul", "elementwise product of inputs of one shape"),
+    "concat": Section("concat", "inputs joined along one axis", {
+        "axis": Field("int", "the axis to join along (negative counts from the end)", -1, min=-8, max=7)}),
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Step:
+    """One computation of the expanded model: a layer or an op on the outputs of earlier steps or inputs."""
+
+    name: str
+    kind: str  # "layer" or "op"
+    what: str  # the layer or op name
+    args: dict[str, Any]
+    srcs: tuple[str, ...]
+    loc: Location
+    in_shapes: tuple[Shape, ...] = ()
+    out_shape: Shape = ()
+    params: int = 0
+    flops: int = 0
+
+
+@dataclass(frozen=True)
+class _Node:
+    name: str
+    kind: str  # "layer", "op" or "block"
+    what: str
+    args: dict[str, Any]
+    srcs: tuple[tuple[str, Location], ...]
+    loc: Location
+    repeat: int = 1
+    with_: dict[str, YNode] | None = None
+
+
+def sequential_nodes(model: YNode) -> tuple[list[_Node], list[Problem]]:
+    """A layer list: each entry is a layer name, or `name: arguments`, or `name: shorthand value`."""
+    nodes, problems = [], []
+    for i, item in enumerate(model.value):
+        where = f"model[{i}]"
+        if item.kind == "scalar" and isinstance(item.value, str):
+            name, args_node = item.value, None
+        elif item.kind == "map" and len(item.value) == 1:
+            name, args_node = next(iter(item.value.items()))
+        else:
+            problems.append(Problem(f"{where} must be a layer name or 'name: arguments', got {describe(item)}",
+                                    item.loc, "write one layer per list item, e.g. '- linear: {out: 10}'"))  # fmt: skip
+            continue
+        args, found = _layer_args(name, args_node, where, item.loc)
+        problems += found
+        src = "input" if i == 0 else str(i - 1)
+        nodes.append(_Node(str(i), "layer", name, args, ((src, item.loc),), item.loc))
+    return nodes, problems
+
+
+def name_problem(name: str, loc: Location, what: str) -> Problem | None:
+    """A node's or an input's name names values in messages, the summary table and the ONNX graph, and the copies of a
+    block's nodes are named <node>.<copy>.<name>: so letters, digits, '_' and '-' only, and short."""
+    if NAME.fullmatch(name) and len(name) <= MAX_NAME:
+        return None
+    bad = next((c for c in name if not (c.isascii() and (c.isalnum() or c in "_-"))), None)
+    if not name:
+        why = "is empty"
+    elif len(name) > MAX_NAME:
+        why = f"is {len(name):,} characters long, over {MAX_NAME}"
+    elif bad == ".":
+        why = "holds '.', which separates the copies of a block's nodes (body.0.attn)"
+    elif bad is not None:
+        why = f"holds {excerpt(bad)!r}"
+    else:
+        why = "starts with '-'"
+    return Problem(f"{what} name '{excerpt(name)}' {why}", loc, NAME_HINT)
+
+
+def _layer_args(name: str, node: YNode | None, where: str, loc: Location) -> tuple[dict, list[Problem]]:
+    if name not in LAYERS:
+        return {}, [
+            Problem(
+                f"unknown layer '{excerpt(name)}' in {where}",
+                loc,
+                did_you_mean(name, list(LAYERS)) or f"known layers: {', '.join(LAYERS)}",
+            )
+        ]
+    entry = LAYERS[name].entry
+    if node is not None and (node.kind == "seq" or (node.kind == "scalar" and node.value is not None)):
+        if entry.shorthand is None:
+            return {}, [Problem(f"{where}.{name} takes named arguments, got {describe(node)}", node.loc,
+                                f"write '{name}: {{...}}' with keys {', '.join(entry.args.fields)}")]  # fmt: skip
+        node = YNode({entry.shorthand: node}, node.loc, "map", key_locs={entry.shorthand: node.loc})
+    if node is None or (node.kind == "scalar" and node.value is None):
+        node = YNode({}, loc, "map", key_locs={})
+    problems = check_section(node, entry.args, f"{where}.{name}")
+    return (with_defaults(node, entry.args) if not problems else {}), problems
+
+
+def graph_nodes(items: YNode, where: str, blocks: dict[str, YNode]) -> tuple[list[_Node], list[Problem]]:
+    """Graph entries: {name, from, and one of layer (+ its arguments), op (+ its arguments), block (+ repeat, with)}."""
+    nodes, problems, seen = [], [], {}
+    for i, item in enumerate(items.value):
+        at = f"{where}[{i}]"
+        if item.kind != "map":
+            problems.append(Problem(f"{at} must be a node like {{name: ..., layer: ..., from: ...}}, got "
+                                    f"{describe(item)}", item.loc))  # fmt: skip
+            continue
+        node, found = _graph_node(item, at, blocks)
+        problems += found
+        if node is None:
+            continue
+        if node.name in seen:
+            problems.append(Problem(f"a second node named '{node.name}' in {where} (the first is on line "
+                                    f"{seen[node.name].line})", item.value["name"].loc))  # fmt: skip
+            continue
+        seen[node.name] = item.loc
+        nodes.append(node)
+    return nodes, problems
+
+
+def _graph_node(item: YNode, at: str, blocks: dict[str, YNode]) -> tuple[_Node | None, list[Problem]]:
+    v = item.value
+    name = v.get("name")
+    if name is None or name.kind != "scalar" or not isinstance(name.value, str):
+        return None, [Problem(f"{at} needs a name (text)", (name or item).loc)]
+    if (problem := name_problem(name.value, name.loc, "the node")) is not None:
+        return None, [problem]
+    at = f"node '{name.value}'"
+    kinds = [k for k in ("layer", "op", "block") if k in v]
+    if len(kinds) != 1:
+        return None, [Problem(f"{at} needs exactly one of layer, op or block, got {', '.join(kinds) or 'none'}",
+                              item.loc)]  # fmt: skip
+    srcs, problems = _sources(v.get("from"), at, item.loc)
+    kind = kinds[0]
+    what_node = v[kind]
+    if what_node.kind != "scalar" or not isinstance(what_node.value, str):
+        return None, problems + [Problem(f"{at}: {kind} must be a name, got {describe(what_node)}", what_node.loc)]
+    what = what_node.value
+    rest_locs = {k: item.key_locs[k] for k in v if k not in NODE_KEYS} if item.key_locs else None
+    rest = YNode({k: x for k, x in v.items() if k not in NODE_KEYS}, item.loc, "map", key_locs=rest_locs)
+    if kind == "layer":
+        args, found = _layer_args(what, rest, at, what_node.loc)
+        return _Node(name.value, "layer", what, args, srcs, item.loc), problems + found
+    extra = [k for k in ("repeat", "with") if k in v and kind != "block"]
+    if extra:
+        return None, problems + [Problem(f"{at}: '{extra[0]}' goes with block nodes only", item.key_locs[extra[0]])]
+    if kind == "op":
+        if what not in OPS:
+            return None, problems + [
+                Problem(
+                    f"unknown op '{excerpt(what)}' in {at}",
+                    what_node.loc,
+                    did_you_mean(what, list(OPS)) or f"ops: {', '.join(OPS)}",
+                )
+            ]
+        found = check_section(rest, OPS[what], at)
+        return _Node(name.value, "op", what, with_defaults(rest, OPS[what]), srcs, item.loc), problems + found
+    if what not in blocks:
+        known = f"blocks: {', '.join(blocks)}" if blocks else "define it under blocks:"
+        hint = did_you_mean(what, list(blocks)) or known
+        return None, problems + [Problem(f"unknown block '{excerpt(what)}' in {at}", what_node.loc, hint)]
+    if rest.value:
+        key = next(iter(rest.value))
+        loc = rest.key_locs[key] if rest.key_locs else item.loc
+        return None, problems + [Problem(f"unknown key '{excerpt(key)}' in {at}", loc,
+                                         did_you_mean(key, list(NODE_KEYS)))]  # fmt: skip
+    repeat = v.get("repeat")
+    found = check_section(YNode({"repeat": repeat}, item.loc, "map", key_locs={"repeat": repeat.loc}),
+                          REPEAT, at) if repeat else []  # fmt: skip
+    with_ = v.get("with")
+    if with_ is not None and with_.kind != "map":
+        found.append(Problem(f"{at}: with must be a mapping of block parameters, got {describe(with_)}", with_.loc))
+    node = _Node(name.value, "block", what, {}, srcs, item.loc, repeat.value if repeat and not found else 1,
+                 with_.value if with_ is not None and with_.kind == "map" else {})  # fmt: skip
+    return node, problems + found
+
+
+def node_key_problems(graph: YNode) -> list[Problem]:
+    """Unknown keys of every node of a block's graph, found before the block is used (or when it never is)."""
+    problems = []
+    for item in graph.value if graph.kind == "seq" else []:
+        known = _known_keys(item)
+        if known is None:
+            continue  # NOTE: a node without a name or kind is reported when the block is expanded
+        where, args = known
+        problems += [Problem(f"unknown key '{excerpt(k)}' in {where}", item.key_locs[k] if item.key_locs else item.loc,
+                             did_you_mean(k, [*NODE_KEYS, *args]))
+                     for k in item.value if k not in NODE_KEYS and k not in args]  # fmt: skip
+    return problems
+
+
+def _known_keys(item: YNode) -> tuple[str, tuple[str, ...]] | None:
+    """(how messages name the node, its argument keys) for a node with a name and one known layer, op or block."""
+    kinds = [k for k in ("layer", "op", "block") if k in item.value] if item.kind == "map" else []
+    name = item.get("name")
+    if len(kinds) != 1 or name is None or not isinstance(what := item.value[kinds[0]].value, str):
+        return None
+    at = f"node '{excerpt(str(name.value))}'"
+    if kinds[0] == "layer":
+        return (f"{at}.{what}", tuple(LAYERS[what].entry.args.fields)) if what in LAYERS else None
+    if kinds[0] == "op":
+        return (at, tuple(OPS[what].fields)) if what in OPS else None
+    return at, ()
+
+
+def _sources(node: YNode | None, at: str, loc: Location) -> tuple[tuple[tuple[str, Location], ...], list[Problem]]:
+    if node is None:
+        return (), [Problem(f"{at} needs 'from:' (the input or node it takes)", loc)]
+    items = node.value if node.kind == "seq" else [node]
+    bad = [x for x in items if x.kind != "scalar" or not isinstance(x.value, str)]
+    if bad or not items:
+        return (), [Problem(f"{at}: from must be a node name or a list of them, got {describe(node)}", node.loc)]
+    return tuple((x.value, x.loc) for x in items), []
+
+
+# *** expanding blocks and inferring shapes, in order ***
+
+
+class _Budget:
+    """The steps the expanded model may still have, and the model's node being expanded (where an error points)."""
+
+    def __init__(self) -> None:
+        self.left, self.where = MAX_STEPS, None
+
+    def take(self, node: _Node) -> None:
+        self.left -= 1
+        if self.left < 0:
+            raise SpecError([Problem(f"the model has more than {MAX_STEPS:,} layers and ops once its blocks are "
+                                     "expanded (repeat copies a block, and a block inside it is copied each time)",
+                                     self.where or node.loc, "use fewer or smaller repeats")])  # fmt: skip
+
+
+def infer(nodes: list[_Node], inputs: dict[str, tuple[Shape, Location]], blocks: dict[str, YNode],
+          variables: dict[str, YNode], prefix: str = "", depth: int = 0, budget: _Budget | None = None
+          ) -> tuple[list[Step], dict[str, Shape]]:  # fmt: skip
+    """Steps in execution order and every name's shape; `from:` may name inputs and nodes above only (no cycles)."""
+    shapes: dict[str, Shape] = {k: s for k, (s, _) in inputs.items()}
+    origin: dict[str, str] = {k: _input_words(k, loc) for k, (_, loc) in inputs.items()}
+    later = {n.name: n.loc for n in nodes}
+    steps: list[Step] = []
+    budget = budget or _Budget()
+    for node in nodes:
+        if depth == 0:
+            budget.where = node.loc
+        if node.name in inputs:
+            raise SpecError([Problem(f"node '{node.name}' has the name of an input, so 'from: {node.name}' could mean "
+                                     "either", node.loc, "give the node another name")])  # fmt: skip
+        in_shapes = []
+        for src, loc in node.srcs:
+            if src not in shapes:
+                raise SpecError([_unknown_source(node, src, loc, shapes, later)])
+            in_shapes.append(shapes[src])
+        if node.kind == "block":
+            new_steps, out = _expand_block(node, in_shapes, blocks, variables, prefix, depth, budget)
+            steps += new_steps
+        else:
+            budget.take(node)
+            step = _run_step(node, in_shapes, [origin[s] for s, _ in node.srcs], prefix, set(inputs))
+            steps.append(step)
+            out = step.out_shape
+        shapes[node.name] = out
+        origin[node.name] = _node_words(prefix + node.name, node)
+        del later[node.name]
+    return steps, shapes
+
+
+def _input_words(name: str, loc: Location) -> str:
+    return f"the input (line {loc.line})" if name == "input" else f"input '{name}' (line {loc.line})"
+
+
+def _node_words(name: str, node: _Node) -> str:
+    """How messages name a step: 'layer 2 (relu, line 7)' in a layer list, 'node 'attn' (line 9)' in a graph."""
+    return (
+        f"layer {name} ({node.what}, line {node.loc.line})"
+        if name.isdigit()
+        else f"node '{name}' (line {node.loc.line})"
+    )
+
+
+def _unknown_source(node: _Node, src: str, loc: Location, shapes: dict, later: dict) -> Problem:
+    src = excerpt(src)
+    if src == node.name:
+        return Problem(f"node '{node.name}' takes its own output: a graph cannot have cycles", loc)
+    if src in later:
+        return Problem(f"node '{node.name}' takes '{src}', which is defined below it (line {later[src].line}); a node "
+                       f"can only take inputs and nodes above it, so the graph has no cycles", loc)  # fmt: skip
+    return Problem(
+        f"node '{node.name}' takes '{src}', which is not an input or a node above it",
+        loc,
+        did_you_mean(src, list(shapes)) or f"known here: {', '.join(shapes)}",
+    )
+
+
+def _run_step(node: _Node, in_shapes: list[Shape], from_words: list[str], prefix: str, inputs: set[str]) -> Step:
+    name = prefix + node.name
+    try:
+        if node.kind == "layer":
+            if len(in_shapes) != 1:
+                raise ShapeMismatch(f"takes one input, got {len(in_shapes)}")
+            layer = LAYERS[node.what]
+            out = layer.infer(in_shapes[0], node.args)
+            params, flops = layer.params(in_shapes[0], node.args), layer.flops(in_shapes[0], out, node.args)
+        else:
+            out, params, flops = _op_shape(node.what, in_shapes, node.args), 0, prod(in_shapes[0]) * len(in_shapes)
+    except ShapeMismatch as e:
+        met = " and ".join(f"{list(s)} from {w}" for s, w in zip(in_shapes, from_words))
+        what = f"layer {name} ({node.what})" if name.isdigit() else f"node '{name}' ({node.what})"
+        noun = "shape" if len(in_shapes) == 1 else "shapes"
+        raise SpecError([Problem(f"{what} cannot take {noun} {met}: it {e}", node.loc)]) from None
+    srcs = tuple(src if src in inputs else prefix + src for src, _ in node.srcs)
+    return Step(name, node.kind, node.what, node.args, srcs, node.loc, tuple(in_shapes), out, params, flops)
+
+
+def _op_shape(op: str, shapes: list[Shape], args: dict[str, Any]) -> Shape:
+    if len(shapes) < 2:
+        raise ShapeMismatch(f"needs at least two inputs, got {len(shapes)}")
+    if op in ("add", "mul"):
+        if len(set(shapes)) != 1:
+            raise ShapeMismatch("needs inputs of one shape")
+        return shapes[0]
+    ndim = len(shapes[0])
+    axis = args["axis"] + ndim if args["axis"] < 0 else args["axis"]
+    if not 0 <= axis < ndim:
+        raise ShapeMismatch(f"has no axis {args['axis']} in a {ndim}-axis input")
+    if any(len(s) != ndim or s[:axis] + s[axis + 1 :] != shapes[0][:axis] + shapes[0][axis + 1 :] for s in shapes):
+        raise ShapeMismatch(f"needs inputs that differ only along axis {args['axis']}")
+    return (*shapes[0][:axis], sum(s[axis] for s in shapes), *shapes[0][axis + 1 :])
+
+
+def _expand_block(node: _Node, in_shapes: list[Shape], blocks: dict[str, YNode], variables: dict[str, YNode],
+                  prefix: str, depth: int, budget: _Budget) -> tuple[list[Step], Shape]:  # fmt: skip
+    if depth > MAX_BLOCK_DEPTH:
+        raise SpecError([Problem(f"blocks nest more than {MAX_BLOCK_DEPTH} deep at node '{node.name}' (does a block "
+                                 "use itself?)", node.loc)])  # fmt: skip
+    if len(in_shapes) != 1:
+        raise SpecError([Problem(f"block node '{node.name}' takes one input, got {len(in_shapes)}", node.loc)])
+    block = blocks[node.what]
+    params = [p.value for p in block.value["params"].value] if "params" in block.value else []
+    unknown = [k for k in (node.with_ or {}) if k not in params]
+    if unknown:
+        raise SpecError(
+            [
+                Problem(
+                    f"block '{node.what}' has no parameter '{unknown[0]}'",
+                    node.with_[unknown[0]].loc,
+                    did_you_mean(unknown[0], params) or f"its parameters: {', '.join(params) or 'none'}",
+                )
+            ]
+        )
+    missing = [p for p in params if p not in (node.with_ or {})]
+    if missing:
+        raise SpecError([Problem(f"block node '{node.name}' needs with: {{{missing[0]}: ...}} for block "
+                                 f"'{node.what}'", node.loc)])  # fmt: skip
+    graph = substitute_in(block.value["graph"], {**variables, **(node.with_ or {})})
+    steps: list[Step] = []
+    shape, src = in_shapes[0], node.srcs[0][0]
+    for i in range(node.repeat):
+        copy = f"{prefix}{node.name}.{i}." if node.repeat > 1 else f"{prefix}{node.name}."
+        nodes, problems = graph_nodes(graph, f"block '{node.what}'", blocks)
+        if problems:
+            raise SpecError(problems)
+        new_steps, shapes = infer(nodes, {"in": (shape, node.loc)}, blocks, variables, copy, depth + 1, budget)
+        if "out" not in shapes:
+            raise SpecError([Problem(f"block '{node.what}' has no node named 'out' (its output)", block.loc)])
+        steps += [replace(s, srcs=tuple(src if x == "in" else x for x in s.srcs)) for s in new_steps]
+        shape, src = shapes["out"], f"{copy}out"
+    # NOTE: later nodes refer to the block by its name: make its last step answer to it
+    last = steps[-1]
+    steps[-1] = replace(last, name=f"{prefix}{node.name}")
+    steps = [replace(s, srcs=tuple(f"{prefix}{node.name}" if x == last.name else x for x in s.srcs)) for s in steps]
+    return steps, shape

@@ -1,0 +1,338 @@
+"""Validate a spec in stages, reporting every problem of a stage with file:line:col: YAML (with extends, --set and
+vars), keys, types and ranges of every section and layer, then shapes through the whole model (nothing is
+allocated or run), then the memory budget.
+
+Imports errors, files, loader, resolve, schema, layers and graph (all in modelspec).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from specgrad.flags import SPEC_MEMORY_GB
+from specgrad.helpers import prod
+from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
+from specgrad.modelspec.files import check_regular, named_file
+from specgrad.modelspec.graph import BLOCK, Step, graph_nodes, infer, name_problem, node_key_problems, sequential_nodes
+from specgrad.modelspec.layers import Shape
+from specgrad.modelspec.loader import YNode
+from specgrad.modelspec.resolve import resolve
+from specgrad.modelspec.schema import REQUIRED, Field, Section, check_section, describe, did_you_mean, with_defaults
+
+FORMAT_VERSION = 1
+MAX_NAME = 100  # NOTE: characters of a spec's name; it is a folder name, and file systems allow 255 bytes
+DTYPES = ("float32", "float16", "int32", "int64", "uint8", "bool")
+
+INPUT = Section("input", "the shape of one example", {
+    "shape": Field("list", "axis lengths of one example, without the batch axis", REQUIRED,
+                   item=Field("int", "an axis length", REQUIRED, min=1, max=1 << 20)),
+    "dtype": Field("str", "element type", "float32", choices=DTYPES)})  # fmt: skip
+
+SOURCES = ("digits", "text", "csv", "npz", "spirals", "sine")
+TASKS = ("classify", "regress")
+DATA = Section("data", "where examples come from and how they are batched", {
+    "source": Field("str", "digits (bundled 8x8 images), text (characters of a text file), csv, npz (a .npz with "
+                           "arrays x and y, or a .npy of inputs), spirals or sine (generated)", REQUIRED,
+                    choices=SOURCES),
+    "path": Field("str", "the file for text, csv and npz sources (relative to the spec's folder)", None),
+    "corpus": Field("str", "a bundled text instead of a path, for the text source", None, choices=("sonnets",)),
+    "context": Field("int", "characters per example, for the text source", None, min=1, max=1 << 16),
+    "features": Field("list", "csv columns fed to the model", None, item=Field("str", "a column name", REQUIRED)),
+    "target": Field("str", "the csv column, npz array or .npy file the model learns to predict; input to rebuild "
+                           "the input (an autoencoder)", None),
+    "task": Field("str", "what a csv or npz target is: classify (class labels: text, or whole numbers 0, 1, 2, ...) "
+                         "or regress (numbers to predict); left out: classify for a csv column holding text or an "
+                         "npz array of integers, regress otherwise", None, choices=TASKS),
+    "samples": Field("int", "how many examples a generated source makes", 1000, min=1, max=10_000_000),
+    "noise": Field("float", "noise added by a generated source", 0.0, min=0.0, max=100.0),
+    "valid_split": Field("float", "fraction of examples held out for validation", 0.2, min=0.0, max=0.9),
+    "batch_size": Field("int", "examples per training step", 32, min=1, max=1 << 16),
+    "shuffle": Field("bool", "shuffle the training examples every epoch", True),
+    "normalize": Field("bool", "scale inputs by statistics of the training split", True),
+    "normalize_target": Field("bool", "standardize regression targets by statistics of the training split (losses, "
+                                      "metrics and predictions are still reported in the target's own units)", True),
+})  # fmt: skip
+# NOTE: which data keys each source needs (cross-field check)
+SOURCE_NEEDS = {"text": (("path", "corpus"), "context"), "csv": ("path", "target"), "npz": ("path",)}
+
+OPTIMIZER_NAMES = ("sgd", "adam", "adamw")
+EXPORTS = ("safetensors", "onnx", "c")
+EARLY_STOPPING = Section("early_stopping", "stop when a validation metric stops improving", {
+    "metric": Field("str", "the metric watched", "loss", choices=("loss", "accuracy")),
+    "patience": Field("int", "epochs without improvement before stopping", 5, min=1, max=10_000),
+    "min_delta": Field("float", "the smallest change that counts as improvement", 0.0, min=0.0)})  # fmt: skip
+CHECKPOINT = Section("checkpoint", "when checkpoints are written and how many are kept", {
+    "every_epochs": Field("int", "write a checkpoint every this many epochs", 1, min=1, max=1_000_000),
+    "keep": Field("int", "how many recent checkpoints to keep", 3, min=1, max=1000),
+    "keep_best": Field("bool", "also keep the checkpoint with the best validation metric", True)})  # fmt: skip
+SCHEDULES = ("constant", "step", "exponential", "cosine")
+TRAIN = Section("train", "how the model is trained", {
+    "epochs": Field("int", "passes over the training data", 10, min=1, max=1_000_000),
+    "steps": Field("int", "training steps in all (instead of epochs)", None, min=1, max=1 << 40),
+    "loss": Field("str", "what training minimises", "cross_entropy", choices=("cross_entropy", "mse")),
+    "optimizer": Field("str", "the update rule", "adam", choices=OPTIMIZER_NAMES),
+    "lr": Field("float", "learning rate", 1e-3, min=0.0, max=10.0),
+    "momentum": Field("float", "momentum (sgd)", 0.0, min=0.0, max=1.0),
+    "nesterov": Field("bool", "Nesterov momentum (sgd)", False),
+    "weight_decay": Field("float", "weight decay", 0.0, min=0.0, max=1.0),
+    "schedule": Field("str", "how the learning rate changes over training", "constant", choices=SCHEDULES),
+    "warmup_steps": Field("int", "steps of linear warm-up before the schedule", 0, min=0, max=1 << 30),
+    "step_size": Field("int", "epochs between decays (step schedule)", 10, min=1, max=1_000_000),
+    "gamma": Field("float", "decay factor (step and exponential schedules)", 0.1, min=0.0, max=1.0),
+    "min_lr": Field("float", "the learning rate cosine decays to", 0.0, min=0.0, max=10.0),
+    "clip_grad_norm": Field("float", "largest allowed global gradient norm (none: no clipping)", None, min=0.0),
+    "log_every": Field("int", "write the training loss to metrics.jsonl every this many steps", 10, min=1,
+                       max=1_000_000),
+    "metrics": Field("list", "what is reported each epoch", ["accuracy"],
+                     item=Field("str", "a metric", REQUIRED, choices=("accuracy", "loss"))),
+    "early_stopping": Field("map", "stop when a validation metric stops improving (none: never)", None,
+                            section=EARLY_STOPPING),
+    "checkpoint": Field("map", "checkpoint cadence", None, section=CHECKPOINT),
+    "final_weights": Field("str", "which weights model.safetensors keeps: best (the epoch with the best validation "
+                           "metric, early_stopping.metric or loss) or last", "best", choices=("best", "last")),
+})  # fmt: skip
+
+TOP = Section("spec", "a model, its data and its training recipe", {
+    "specgrad": Field("int", f"format version of the spec; this specgrad reads {FORMAT_VERSION}", REQUIRED,
+                      choices=(FORMAT_VERSION,)),
+    "name": Field("str", "a name for the model, also its run folders' name (runs/<name>-<n>): letters, digits, '-', "
+                         "'_' and '.', starting with a letter, digit or '_', at most 100 characters", REQUIRED),
+    "seed": Field("int", "seed for initial weights, data order and dropout", 0, min=0, max=2**32 - 1),
+    "description": Field("str", "free text", None),
+    "extends": Field("str", "a spec file to start from (relative to this file's folder); keys here are merged over it",
+                     None),
+    "vars": Field("map", "named values, used elsewhere as $name or in arithmetic such as 4 * $d", {}),
+    "input": Field("map", "the shape of one example (a model with one input)", None, section=INPUT),
+    "inputs": Field("map", "named inputs of a graph model: name -> {shape, dtype}", None),
+    "blocks": Field("map", "reusable pieces of graph: name -> {params, graph}", {}),
+    "model": Field("any", "a list of layers applied in order, or {graph: [nodes], outputs: [names]}", REQUIRED),
+    "data": Field("map", "the data", None, section=DATA),
+    "train": Field("map", "the training recipe", None, section=TRAIN),
+    "export": Field("list", "formats written after training", [],
+                    item=Field("str", "an export format", REQUIRED, choices=EXPORTS))})  # fmt: skip
+
+
+GRAPH_MODEL = Section("model", "a graph model", {
+    "graph": Field("list", "the nodes, each taking inputs or nodes above it", REQUIRED),
+    "outputs": Field("list", "the nodes whose values the model returns", REQUIRED,
+                     item=Field("str", "a node name", REQUIRED))})  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ValidSpec:
+    """A spec that passed every stage: its values with defaults filled in, its inputs, and the expanded steps."""
+
+    path: str
+    values: dict[str, Any]
+    inputs: dict[str, tuple[Shape, str]]  # name -> (shape of one example, dtype)
+    steps: tuple[Step, ...]
+    outputs: tuple[str, ...]
+    batch_size: int
+
+    @property
+    def params(self) -> int:
+        return sum(s.params for s in self.steps)
+
+    @property
+    def flops_per_example(self) -> int:
+        return sum(s.flops for s in self.steps)
+
+    @property
+    def activation_bytes(self) -> int:
+        """Activations kept for backward in one training batch (float32)."""
+        return 4 * self.batch_size * sum(prod(s.out_shape) for s in self.steps)
+
+    @property
+    def step_flops(self) -> int:
+        """Forward and backward of one batch (backward is about twice the forward)."""
+        return 3 * self.batch_size * self.flops_per_example
+
+    def output_shape(self, name: str) -> Shape:
+        return next(s.out_shape for s in self.steps if s.name == name)
+
+
+def validate_file(path: str | Path, overrides: Sequence[str] = (), data_files: bool = True) -> ValidSpec:
+    """Every problem of the first stage that has any, as one SpecError; otherwise the validated spec. With data_files
+    False a missing data file is no problem (running or exporting trained weights does not read it)."""
+    root = resolve(path, overrides)
+    if root.kind != "map":
+        raise SpecError([Problem(f"a spec is a mapping of keys like specgrad:, name:, model:, got {describe(root)}",
+                                 root.loc)])  # fmt: skip
+    problems = check_section(root, TOP, "")
+    inputs, found = _inputs(root)
+    blocks, block_problems = _blocks(root.get("blocks"))
+    problems += found + block_problems
+    problems += _check_data(root.get("data"), data_files, str(path)) + _check_name(root.get("name"))
+    problems += _check_needs_validation(root)
+    model = root.value.get("model")
+    nodes, outputs = [], ()
+    if model is not None:
+        nodes, outputs, found = _model(model, blocks, "inputs" in root.value)
+        problems += found
+    _raise(problems)
+    variables = root.get("vars").value if root.get("vars") is not None and root.get("vars").kind == "map" else {}
+    steps, shapes = infer(nodes, {k: (s, loc) for k, (s, _, loc) in inputs.items()}, blocks, variables)
+    outputs = outputs or (steps[-1].name,)
+    values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)
+              for k, f in TOP.fields.items()}  # fmt: skip
+    spec = ValidSpec(str(path), values, {k: (s, d) for k, (s, d, _) in inputs.items()}, tuple(steps), outputs,
+                     values["data"]["batch_size"])  # fmt: skip
+    _check_inputs_fit_data(spec, root)
+    _check_budget(spec, model.loc)
+    return spec
+
+
+def _plain(root: YNode, key: str, f: Field) -> Any:
+    node = root.value.get(key)
+    return node.to_plain() if node is not None else (None if f.required else f.default)
+
+
+def _raise(problems: list[Problem]) -> None:
+    if problems:
+        raise SpecError(sorted(problems, key=lambda p: (p.loc.file, p.loc.line, p.loc.col) if p.loc else ("", 0, 0)))
+
+
+def _inputs(root: YNode) -> tuple[dict[str, tuple[Shape, str, Location]], list[Problem]]:
+    """name -> (shape, dtype, location): `input` (one, named 'input') or `inputs` (named), exactly one of them."""
+    one, named = root.get("input"), root.get("inputs")
+    if (one is None) == (named is None):
+        return {}, [Problem("the spec needs exactly one of input: (one input) or inputs: (named inputs of a graph)",
+                            root.loc)]  # fmt: skip
+    if one is not None:
+        return ({"input": _input(one)} if one.kind == "map" and not check_section(one, INPUT, "input") else {}), []
+    if named.kind != "map":
+        return {}, []
+    problems = [p for k in named.value if (p := name_problem(k, (named.key_locs or {})[k], "the input")) is not None]
+    problems += [p for k, v in named.value.items() for p in check_section(v, INPUT, f"inputs.{k}")]
+    return ({k: _input(v) for k, v in named.value.items()} if not problems else {}), problems
+
+
+def _input(node: YNode) -> tuple[Shape, str, Location]:
+    values = with_defaults(node, INPUT)
+    return tuple(values["shape"]), values["dtype"], node.loc
+
+
+def _blocks(node: YNode | None) -> tuple[dict[str, YNode], list[Problem]]:
+    if node is None or node.kind != "map":
+        return {}, []
+    problems = [p for k, v in node.value.items() for p in check_section(v, BLOCK, f"blocks.{k}")]
+    graphs = [v.get("graph") for v in node.value.values() if v.get("graph") is not None]
+    problems += [p for g in graphs for p in node_key_problems(g)]
+    return dict(node.value), problems
+
+
+def _model(model: YNode, blocks: dict[str, YNode], named: bool) -> tuple[list, tuple[str, ...], list[Problem]]:
+    if model.kind == "seq":
+        if not model.value:
+            return [], (), [Problem("model needs at least one layer", model.loc)]
+        if named:
+            return [], (), [Problem("a list of layers takes one input: use input:, or write the model as a graph",
+                                    model.loc)]  # fmt: skip
+        nodes, problems = sequential_nodes(model)
+        return nodes, (), problems
+    if model.kind != "map":
+        return [], (), [Problem(f"model must be a list of layers or a graph, got {describe(model)}", model.loc)]
+    problems = check_section(model, GRAPH_MODEL, "model")
+    if problems:
+        return [], (), problems
+    nodes, problems = graph_nodes(model.value["graph"], "model.graph", blocks)
+    # NOTE: a node with its own problem is still a node: no second error for an output naming it
+    names = {str(x.get("name").value) for x in model.value["graph"].value
+             if x.kind == "map" and x.get("name") is not None and x.get("name").kind == "scalar"}  # fmt: skip
+    for out in model.value["outputs"].value:
+        if str(out.value) not in names:
+            problems.append(Problem(f"output '{excerpt(str(out.value))}' is not a node of the graph", out.loc,
+                                    did_you_mean(str(out.value), list(names))))  # fmt: skip
+    return nodes, tuple(o.value for o in model.value["outputs"].value), problems
+
+
+def _check_data(node: YNode | None, data_files: bool, spec: str) -> list[Problem]:
+    """Cross-field: the keys the chosen source needs (one of a tuple of alternatives), each feature once, and the file
+    data.path names (a regular file in the folders `spec` may read from)."""
+    if node is None or node.kind != "map" or not isinstance((source := node.get("source")), YNode):
+        return []
+    problems = []
+    for need in SOURCE_NEEDS.get(str(source.value), ()):
+        options = need if isinstance(need, tuple) else (need,)
+        if not any(node.get(o) is not None and node.get(o).value is not None for o in options):  # NOTE: null: not given
+            problems.append(Problem(f"data with source: {source.value} needs {' or '.join(options)}", source.loc))
+    features = node.get("features")
+    seen: dict[Any, int] = {}
+    items = features.value if features is not None and features.kind == "seq" else []
+    for item in (x for x in items if x.kind == "scalar"):
+        if item.value in seen:
+            problems.append(Problem(f"data.features lists '{item.value}' twice (first on line {seen[item.value]})",
+                                    item.loc, "list each column once"))  # fmt: skip
+        seen.setdefault(item.value, item.loc.line)
+    path = node.get("path")
+    if data_files and path is not None and isinstance(path.value, str):
+        named_in = spec if path.loc.file.startswith("--set") else path.loc.file  # NOTE: --set is relative to the spec
+        full = str(Path(named_in).parent / path.value)
+        try:  # NOTE: where the file is first: nothing outside the allowed folders is looked at
+            check_regular(named_file(path.value, named_in, spec, path.loc, "data.path"), path.loc, "data.path", full)
+        except SpecError as e:
+            problems += e.problems
+    return problems
+
+
+def _check_name(node: YNode | None) -> list[Problem]:
+    """The name becomes a folder name (runs/<name>-<n>): one safe path component, never a way out of --out."""
+    if node is None or not isinstance(name := node.value, str):
+        return []
+    why = None
+    if not name:
+        why = "is empty"
+    elif len(name) > MAX_NAME:
+        why = f"is {len(name)} characters long, over {MAX_NAME}"
+    elif bad := [c for c in name if not (c.isalnum() or c in "-_.")]:
+        why = f"holds {bad[0]!r}" + (", a path separator" if bad[0] in "/\\" else "")
+    elif name[0] in ".-":
+        why = f"starts with '{name[0]}'"
+    if why is None:
+        return []
+    return [Problem(f"name {why}: it names the run folders (runs/<name>-<n>), so it must be one plain folder name",
+                    node.loc, f"use letters, digits, '-', '_' and '.', starting with a letter, digit or '_', at most "
+                    f"{MAX_NAME} characters; for example my-model_2")]  # fmt: skip
+
+
+def _check_needs_validation(root: YNode) -> list[Problem]:
+    """valid_split 0 leaves no validation examples: early stopping, and best weights asked for by name, need some."""
+    data, train = root.get("data"), root.get("train")
+    split = data.get("valid_split") if data is not None and data.kind == "map" else None
+    if split is None or split.value != 0 or isinstance(split.value, bool) or train is None or train.kind != "map":
+        return []
+    problems, stop, final = [], train.get("early_stopping"), train.get("final_weights")
+    if stop is not None and stop.kind == "map":
+        problems.append(Problem("train.early_stopping watches the validation examples, but data.valid_split is 0, so "
+                                "training would never stop early", stop.loc,
+                                "set data.valid_split (for example 0.2), or remove early_stopping"))  # fmt: skip
+    if final is not None and final.value == "best":
+        problems.append(Problem("train.final_weights: best keeps the epoch with the best validation metric, but "
+                                "data.valid_split is 0, so there are no validation examples to pick it by", final.loc,
+                                "set data.valid_split (for example 0.2), or write final_weights: last (without "
+                                "final_weights, the last weights are kept)"))  # fmt: skip
+    return problems
+
+
+def _check_inputs_fit_data(spec: ValidSpec, root: YNode) -> None:
+    """The bundled digits are 64 pixels per example: the input shape must hold exactly 64 values."""
+    if spec.values["data"]["source"] == "digits" and "input" in spec.inputs:
+        shape = spec.inputs["input"][0]
+        if prod(shape) != 64:
+            loc = root.value["input"].value["shape"].loc
+            raise SpecError([Problem(f"the digits are 8x8 = 64 values per example, but input.shape {list(shape)} "
+                                     f"holds {prod(shape)}", loc, "use [1, 8, 8], [8, 8] or [64]")])  # fmt: skip
+
+
+def _check_budget(spec: ValidSpec, loc: Location) -> None:
+    """Activations of one batch plus weights, gradients and two Adam moments (float32) must fit SPEC_MEMORY_GB."""
+    need, budget = spec.activation_bytes + 16 * spec.params, int(SPEC_MEMORY_GB) << 30
+    if need > budget:
+        raise SpecError([Problem(f"one training step needs about {need / 2**30:.1f} GiB (activations of a batch of "
+                                 f"{spec.batch_size} plus {spec.params:,} parameters), over the "
+                                 f"{budget / 2**30:.0f} GiB budget", loc,
+                                 "use a smaller batch_size or fewer or narrower layers, or raise the budget with "
+                                 "SPEC_MEMORY_GB=<GiB>")])  # fmt: skip

@@ -1,0 +1,2 @@
+"""Training a validated spec: its data (data.py), the trainer (trainer.py) and the run folder it writes
+(run_folder.py)."""

@@ -1,0 +1,999 @@
+"""A spec's data as numpy arrays: the bundled digits and sonnets, text, CSV, .npz/.npy files, spirals and sine;
+split with the spec's seed, standardized with training statistics only, and batched. Every problem in a data file is
+a SpecError at its file:line:col, and so is data the model cannot learn from as written (the data contract: output
+width vs classes, loss vs task, labels out of range). Imports numpy, flags, modelspec (errors, files, loader,
+resolve, schema, layers, validate) and specgrad.datasets (never Tensor: the trainer wraps arrays).
+
+Files are read as modelspec.files allows: inside the allowed folders, regular files of at most MAX_FILE_MB. A .npz's zip
+directory and each .npy header are checked before any array is read (array count, sizes, dtypes: never a pickle), and
+only the arrays used are read. Messages quote a data file only in short excerpts (a cell, a column name).
+
+Regression targets from csv, npz and sine are standardized with the training split's mean and std (target_stats);
+`unstandardize` brings predictions back to the target's own units.
+
+Text examples are windows of `context` characters (x) and the same window shifted by one character (y); windows start
+every context // 2 characters, so a small text gives twice the examples of non-overlapping windows. The last
+valid_split of the text (by position) is the validation text, so no window spans both splits.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import zipfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specgrad.datasets import load_digits, load_text, split
+from specgrad.flags import MAX_FILE_MB
+from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
+from specgrad.modelspec.files import MIB, SIZE_HINT, check_inside, open_data, read_data
+from specgrad.modelspec.layers import LAYERS
+from specgrad.modelspec.loader import YNode
+from specgrad.modelspec.resolve import resolve
+from specgrad.modelspec.schema import did_you_mean
+from specgrad.modelspec.validate import DATA, TRAIN, ValidSpec
+
+DEFAULT_VOCAB = 128  # NOTE: characters are their code points; ASCII unless the model's embedding says otherwise
+MAX_PROBLEMS = 10  # problems of one kind (cells, characters) reported at once; the rest are counted
+FLOAT_SOURCES = ("digits", "csv", "spirals", "sine")
+MAX_LABEL = 2**31 - 1  # NOTE: labels are int32 on the device; a larger one must be an error, never a wrap
+EXACT_FLOAT32 = 2**24  # NOTE: integers up to this are exact in float32
+MAX_CLASSES = LAYERS["linear"].entry.args.fields["out"].max  # NOTE: the widest output layer the schema allows
+MAX_CSV_CELLS = 20_000_000  # NOTE: a cell is a Python string until it is parsed: about 60 bytes each
+MAX_NPZ_ARRAYS = 256  # NOTE: arrays in a .npz, counted from its zip directory before it is parsed
+MAX_ZIP_DIRECTORY = 1 << 20  # NOTE: bytes of a .npz's zip directory (a few hundred arrays need a few KiB)
+MAX_NPY_HEADER = 10_000  # NOTE: bytes of a .npy header, numpy's own limit; np.save writes about 128
+MAX_TEXT_CHARS = 64_000_000  # NOTE: a text source's windows take 16 bytes per character (x and y, int32, overlapping)
+SHOWN = 40  # NOTE: characters of a data file's cell or column name a message quotes
+# NOTE: data keys that do something for some sources only; any other source with the key given is an error
+APPLIES = {"path": ("text", "csv", "npz"), "corpus": ("text",), "context": ("text",), "features": ("csv",),
+           "task": ("csv", "npz"), "samples": ("spirals", "sine"), "noise": ("spirals", "sine")}  # fmt: skip
+
+
+@dataclass
+class Dataset:
+    """Training and validation examples: x is (N, *input shape) in the input's dtype, y the targets."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_valid: np.ndarray
+    y_valid: np.ndarray
+    task: str  # "classify" (y int32 labels), "regress" (y float32) or "language" (y int32 next tokens (N, context))
+    num_classes: int | None = None
+    stats: dict[str, np.ndarray] = field(default_factory=dict)  # "mean", "std" of the training x when normalized
+    # "mean", "std" (shape y.shape[1:], e.g. (F,)) of the training y when regression targets are standardized
+    target_stats: dict[str, np.ndarray] = field(default_factory=dict)
+    class_names: list[str] | None = None  # task "classify": the label of each class index, in order
+
+
+# *** where things are: the spec as written, for locations ***
+
+
+@dataclass(frozen=True)
+class _Source:
+    """The data section, its one input, and the spec as written (None when it cannot be re-read) for locations."""
+
+    spec: ValidSpec
+    data: dict[str, Any]
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    root: YNode | None
+
+    def node(self, *keys: str) -> YNode | None:
+        node = self.root
+        for k in keys:
+            node = node.get(k) if node is not None else None
+        return node
+
+    def loc(self, key: str) -> Location | None:
+        """Where data.<key> is written, when the spec as written still holds the value being used."""
+        node = self.node("data", key)
+        return node.loc if node is not None and node.to_plain() == self.data[key] else None
+
+    def near(self, key: str) -> Location | None:
+        """Where data.<key> is written, else the data section (a default value, or one set on the command line)."""
+        data = self.node("data")
+        return self.loc(key) or (data.loc if data is not None else None)
+
+    def written(self, section: str, key: str) -> Location | None:
+        """Where <section>.<key> is written, when the spec as written holds the value being used."""
+        node = self.node(section, key)
+        return node.loc if node is not None and node.to_plain() == self.spec.values[section][key] else None
+
+    def given(self, key: str) -> bool:
+        """data.<key> is written in the spec, or set on the command line to something other than its default."""
+        return self.node("data", key) is not None or self.data[key] != DATA.fields[key].default
+
+    def output(self) -> tuple[tuple[int, ...], Location]:
+        """The model's (one) output: its shape per example, and where its width is set (the output layer, or the last
+        layer before it with an `out`, when activations follow that one)."""
+        steps = {s.name: s for s in self.spec.steps}
+        last = step = steps[self.spec.outputs[0]]
+        while "out" not in step.args and len(step.srcs) == 1 and step.srcs[0] in steps:
+            step = steps[step.srcs[0]]
+        return tuple(last.out_shape), (step if "out" in step.args else last).loc
+
+    def input_loc(self, key: str = "shape") -> Location | None:
+        node = self.node("input", key) or self.node("inputs", self.name, key)
+        return node.loc if node is not None else None
+
+    def file(self) -> Path:
+        """data.path, relative to the folder of the spec file that names it."""
+        loc = self.loc("path")
+        folder = Path(loc.file).parent if loc is not None and not loc.file.startswith("--set") else None
+        return (folder or Path(self.spec.path).parent) / self.data["path"]
+
+    def path_loc(self, file: Path) -> Location:
+        """Problems with a whole file: at data.path in the spec, else at the file itself."""
+        return self.loc("path") or Location(str(file), 1, 1)
+
+    def checked(self, file: Path, value: str, loc: Location | None, key: str = "data.path") -> str:
+        """`file` (named `value` in the spec, at `loc`), once it is known to lie in the folders the spec may read."""
+        check_inside(str(file), self.spec.path, loc, key, value)
+        return str(file)
+
+
+def _source(spec: ValidSpec) -> _Source:
+    data = spec.values.get("data") or {}
+    if data.get("source") is None:
+        raise SpecError.at(Location(spec.path, 1, 1), "the spec has no data: section, so there is nothing to train on",
+                           "add one, for example data: {source: digits}")  # fmt: skip
+    try:
+        root: YNode | None = resolve(spec.path)
+    except (SpecError, OSError):
+        root = None
+    if len(spec.inputs) != 1:
+        raise SpecError.at(root.loc if root else None, f"data feeds one input, but the model has {len(spec.inputs)}: "
+                           f"{', '.join(spec.inputs)}")  # fmt: skip
+    if len(spec.outputs) > 1:
+        outputs = root.get("model").get("outputs") if root is not None and root.get("model") is not None else None
+        # TODO: a loss per output, weighted (train.losses), so a model with several outputs can train
+        where = outputs.loc if outputs is not None else None
+        raise SpecError.at(where, f"the model has {len(spec.outputs)} outputs ({', '.join(spec.outputs)}), but "
+                           "training takes one: a loss per output is not supported yet",
+                           "list one node under model.outputs, or join them with an op: concat node")  # fmt: skip
+    name, (shape, dtype) = next(iter(spec.inputs.items()))
+    return _Source(spec, data, name, tuple(shape), dtype, root)
+
+
+def data_file(spec: ValidSpec) -> Path:
+    """The file data.path names, resolved as load_data resolves it (relative to the spec file that names it)."""
+    return _source(spec).file()
+
+
+# *** load_data ***
+
+
+def load_data(spec: ValidSpec) -> Dataset:
+    """The spec's examples, split into training and validation, deterministic given spec.values['seed']."""
+    src = _source(spec)
+    _check_unused(src)
+    kind = src.data["source"]
+    if kind in FLOAT_SOURCES and not src.dtype.startswith("float"):
+        raise SpecError.at(src.input_loc("dtype") or src.input_loc(), f"source {kind} gives numbers with fractions, "
+                           f"but the input's dtype is {src.dtype}", "use dtype float32")  # fmt: skip
+    ds = LOADERS[kind](src)
+    if src.data["normalize"] and kind != "text" and src.dtype.startswith("float"):
+        ds = _normalized(ds, per_feature=kind != "digits")
+    if ds.task == "regress" and src.data["normalize_target"] and src.data["target"] != "input":
+        ds = _standardized_targets(ds)
+    ds.x_train, ds.x_valid = ds.x_train.astype(src.dtype, copy=False), ds.x_valid.astype(src.dtype, copy=False)
+    return ds
+
+
+def check_data(spec: ValidSpec) -> list[Problem]:
+    """The problems load_data would raise (none when the spec has no data section): what `validate` reports."""
+    return inspect_data(spec)[1]
+
+
+def inspect_data(spec: ValidSpec) -> tuple[Dataset | None, list[Problem]]:
+    """(the data, or None when it has problems or the spec has no data section; its problems)."""
+    # TODO: read only headers, shapes and the target column of large files; here every source is small enough to load
+    if (spec.values.get("data") or {}).get("source") is None:
+        return None, []
+    try:
+        return load_data(spec), []
+    except SpecError as e:
+        return None, e.problems
+
+
+def _check_unused(src: _Source) -> None:
+    """Keys that would silently do nothing for this source."""
+    kind, problems = src.data["source"], []
+    for key, sources in APPLIES.items():
+        if kind not in sources and src.given(key):
+            names = " and ".join(sources)
+            problems.append(Problem(f"data.{key} is for the {names} source{'s' * (len(sources) > 1)}, not {kind}",
+                                    src.near(key)))  # fmt: skip
+    allowed = {"digits": (None, "input"), "text": (None,), "spirals": (None,), "sine": (None,)}.get(kind)
+    if allowed is not None and src.data["target"] not in allowed:
+        digits = " for the digit labels, or write input to rebuild the image" if kind == "digits" else ""
+        hint = f"leave it out{digits}"
+        problems.append(Problem(f"data.target '{src.data['target']}' does not apply to source {kind}",
+                                src.near("target"), hint))  # fmt: skip
+    if problems:
+        raise SpecError(problems)
+
+
+def _indices(n: int, valid_split: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shuffled (train, valid) indices; valid_split 0 keeps every example for training."""
+    if valid_split == 0:
+        return np.random.default_rng(seed).permutation(n), np.zeros(0, dtype=np.int64)
+    return split(n, valid_split, seed)
+
+
+def _split(src: _Source, x: np.ndarray, y: np.ndarray, target: _Target, where: Location | None, what: str) -> Dataset:
+    """Examples checked against the model (the data contract), then split; `what` says where the examples come from."""
+    y, num_classes = _check_contract(src, y, target)
+    train, valid = _indices(len(x), src.data["valid_split"], src.spec.values["seed"])
+    names = (target.names or [str(i) for i in range(num_classes)]) if target.task == "classify" else None
+    ds = Dataset(x[train], y[train], x[valid], y[valid], target.task, num_classes, class_names=names)
+    _check_enough(src, ds, where, what)
+    return ds
+
+
+# *** the data contract: what the model, the loss and the targets must agree on ***
+
+
+@dataclass(frozen=True)
+class _Target:
+    """What a loader knows of its targets: the task, words for messages, and (for class labels from a file) where
+    example i's label is written, as ('row 5, column 'y'' or 'y[4] in d.npz', its location)."""
+
+    task: str  # "classify", "regress" or "language"
+    what: str  # e.g. "the values of column 'price' in houses.csv"
+    label_at: Callable[[int], tuple[str, Location]] | None = None
+    names: list[str] | None = None  # class names of text labels (y holds their indices)
+    settable: bool = False  # data.task can change the task (csv and npz targets)
+    per_row: bool = False  # label_at gives each example its own place (a csv row), so each is reported
+
+
+def _check_contract(src: _Source, y: np.ndarray, target: _Target) -> tuple[np.ndarray, int | None]:
+    """(y as the trainer takes it, the number of classes); every disagreement between data, loss and model raised."""
+    problem = _loss_problem(src, target)
+    problems = [problem] if problem is not None else []
+    if target.task == "regress":
+        problems += _regress_problems(src, y, target)
+        if problems:
+            raise SpecError(problems)
+        return y.astype(np.float32), None
+    # NOTE: float64 is exact for every label that can be valid, and orders the rest right; y itself (an integer array,
+    # or the Python ints of a csv column) gives the exact value of a bad label for its message
+    labels = y.astype(np.float64)
+    limit = src.output()[0][-1] if problem is None else MAX_LABEL + 1
+    problems += _label_problems(src, labels, y, target, limit)
+    num_classes = int(labels.max()) + 1 if len(labels) else 0
+    if not problems:
+        problems += _class_count_problems(src, labels, target) or _width_problems(src, labels, target, num_classes)
+    if problems:
+        raise SpecError(problems)
+    return labels.astype(np.int32), num_classes
+
+
+def _check_language(src: _Source, codes: np.ndarray, what: str) -> None:
+    """cross_entropy, and one output value per character code at every position."""
+    target = _Target("language", what)
+    problem = _loss_problem(src, target)
+    if problem is not None:
+        raise SpecError(problem)
+    out, loc = src.output()
+    context = src.data["context"]
+    if tuple(out[:-1]) != (context,):
+        raise SpecError.at(loc, f"the model's output {list(out)} does not fit {what}: the output needs shape "
+                           f"[{context}, <characters>] (scores of every character at every position)")  # fmt: skip
+    top = int(codes.max()) if len(codes) else 0
+    if top >= out[-1]:
+        raise SpecError.at(loc, f"the model's output has {out[-1]} values per position, one per character code, but "
+                           f"{what} hold the character {chr(top)!r} (code {top})",
+                           f"set the out of this last layer to at least {top + 1} (the embedding's vocab)")  # fmt: skip
+
+
+def _loss_problem(src: _Source, target: _Target) -> Problem | None:
+    loss, want = src.spec.values["train"]["loss"], "mse" if target.task == "regress" else "cross_entropy"
+    if loss == want:
+        return None
+    loc = src.written("train", "loss") or src.near("target" if src.given("target") else "source")
+    default = " (the default)" if src.node("train", "loss") is None and loss == TRAIN.fields["loss"].default else ""
+    if target.task == "regress":
+        hint = "use loss: mse" + ("; if the numbers are class labels 0, 1, 2, ..., set data.task: classify"
+                                  if target.settable else "")  # fmt: skip
+        return Problem(f"train.loss is cross_entropy{default}, which learns class labels, but {target.what} are "
+                       "numbers to predict (a regression)", loc, hint)  # fmt: skip
+    kind = "class labels" if target.task == "classify" else "next characters"
+    hint = "use loss: cross_entropy" + ("; to predict the numbers themselves, set data.task: regress"
+                                        if target.settable and target.names is None else "")  # fmt: skip
+    return Problem(f"train.loss is {loss}, but {target.what} are {kind}, which cross_entropy learns", loc, hint)
+
+
+def _regress_problems(src: _Source, y: np.ndarray, target: _Target) -> list[Problem]:
+    """The output must hold one number per target number."""
+    out, loc = src.output()
+    n, per = math.prod(out), math.prod(y.shape[1:])
+    if n == per:
+        return []
+    fix = f"set the last layer's out to {per}" if len(out) == 1 and y.ndim == 2 else f"make the output shape " \
+          f"{list(y.shape[1:])}"  # fmt: skip
+    return [Problem(f"the model's output {list(out)} holds {n} values per example, but each target holds {per} "
+                    f"({target.what})", loc, fix)]  # fmt: skip
+
+
+def _label_problems(src: _Source, labels: np.ndarray, exact: np.ndarray, target: _Target, limit: int
+                    ) -> list[Problem]:  # fmt: skip
+    """Every label must be a whole number in [0, limit): limit is the model's output width (or the int32 range).
+    Labels in a csv are reported row by row; those of an array once per kind of problem, with a count."""
+    if target.label_at is None:
+        return []
+    flat, exact = labels.reshape(len(labels), -1), exact.reshape(len(exact), -1)  # (N, labels per example)
+    whole = flat == np.round(flat)
+    cap = max(limit, MAX_CLASSES if limit <= MAX_LABEL else MAX_LABEL + 1)  # NOTE: past cap, no model could fit it
+    fits = whole & (flat < cap)
+    top = int(flat[fits].max()) if fits.any() else 0
+    out_line = src.output()[1].line
+    classes = f"the model's {_count(limit, 'class')} (0..{limit - 1})" if limit <= MAX_LABEL else "int32 class labels"
+    kinds = [  # (bad labels, the message after "<name> is <value>", the hint)
+        (~whole, ", not a whole number, so it cannot be a class label",
+         "to predict the numbers themselves, set data.task: regress and train.loss: mse"),
+        (whole & (flat < 0), ": class labels are 0 or more", "number the classes 0, 1, 2, ..."),
+        (whole & (flat >= limit) & (flat < cap), f", out of range of {classes}: its output has one value per class",
+         f"the labels go up to {top}: set the out of the last layer (line {out_line}) to {top + 1}, or correct the "
+         "label"),
+        (whole & (flat >= cap), f", too large: out of range of {classes}",
+         f"correct the label: classes are numbered 0, 1, 2, ..., and a model has at most {MAX_CLASSES} of them"
+         if limit <= MAX_LABEL else f"class labels are at most {MAX_LABEL}: number the classes 0, 1, 2, ..."),
+    ]  # fmt: skip
+    problems: list[tuple[int, Problem]] = []
+    total = 0
+    for bad, message, hint in kinds:
+        rows = np.nonzero(bad.any(axis=1))[0].tolist()
+        total += len(rows) if target.per_row else min(1, len(rows))
+        for n, i in enumerate(rows[: MAX_PROBLEMS if target.per_row else 1]):
+            name, loc = target.label_at(i)
+            more = f" (and {_count(len(rows) - 1, 'more example')} like it)" if (
+                not target.per_row and len(rows) > 1) else ""  # fmt: skip
+            shown = _shown(exact[i][bad[i]][0])
+            problems.append((i, Problem(f"{name} is {shown}{message}{more}", loc, hint if n == 0 else None)))
+    ret = [p for _, p in sorted(problems, key=lambda t: t[0])][:MAX_PROBLEMS]
+    if total > len(ret):
+        ret.append(Problem(f"... and {total - len(ret)} more rows with labels that cannot be used"))
+    return ret
+
+
+def _shown(v: Any) -> str:
+    """A label as it was written: integers exactly (never through a float), whole floats without '.0'."""
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    return str(int(v)) if float(v).is_integer() else repr(float(v))
+
+
+def _count(n: int, word: str) -> str:
+    """'1 class', '3 classes', '1 value', '2 values'."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}{'es' if word.endswith(('s', 'x', 'ch', 'sh')) else 's'}"
+
+
+def _class_count_problems(src: _Source, labels: np.ndarray, target: _Target) -> list[Problem]:
+    """A classifier needs examples of at least two classes: with one, it has nothing to tell apart."""
+    present = np.unique(labels)
+    if len(present) >= 2:
+        return []
+    only = _quoted(target.names[int(present[0])]) if target.names else str(int(present[0])) if len(present) else \
+        "none"  # fmt: skip
+    near = src.near("target" if src.given("target") else "source")
+    loc = target.label_at(0)[1] if target.label_at is not None else near
+    regress = "; to predict the numbers themselves, set data.task: regress and train.loss: mse"
+    hint = "add examples of the other classes" + (regress if target.settable and target.names is None else "")
+    message = f"{target.what} hold only one class ({only}): a classifier needs examples of at least 2 classes"
+    return [Problem(message, loc, hint)]
+
+
+def _width_problems(src: _Source, labels: np.ndarray, target: _Target, num_classes: int) -> list[Problem]:
+    """One output value per class, and one set of class scores per label."""
+    out, loc = src.output()
+    if tuple(out[:-1]) != labels.shape[1:]:
+        want = [*labels.shape[1:], out[-1]]
+        return [Problem(f"the model's output {list(out)} does not fit {target.what}: the output needs shape {want} "
+                        "(class scores on its last axis)", loc,
+                        "flatten before the last layer" if len(out) > 1 else None)]  # fmt: skip
+    if out[-1] == num_classes:
+        return []
+    names = target.names or [str(i) for i in range(num_classes)]
+    shown = ", ".join(_quoted(n) for n in names[:5]) + (", ..." if len(names) > 5 else "")
+    message = f"the model's output has {_count(out[-1], 'value')} per example, one per class, but {target.what} " \
+              f"hold {_count(num_classes, 'class')} ({shown})"  # fmt: skip
+    return [Problem(message, loc, f"set the out of this last layer to {num_classes}")]
+
+
+def _check_enough(src: _Source, ds: Dataset, where: Location | None, what: str) -> None:
+    """At least one full training batch, and a validation example when valid_split asks for some."""
+    bs, vs = src.data["batch_size"], src.data["valid_split"]
+    if len(ds.x_train) < bs:
+        raise SpecError.at(where, f"{what} leave {len(ds.x_train)} training examples, fewer than batch_size {bs} "
+                           "(training uses full batches only)",
+                           "lower data.batch_size or data.valid_split, or add examples")  # fmt: skip
+    if vs > 0 and len(ds.x_valid) == 0:
+        raise SpecError.at(where, f"{what} leave no validation examples", "add examples, or set valid_split: 0")
+
+
+def _check_shape(src: _Source, got: tuple[int, ...], what: str) -> None:
+    """The examples' shape must be the input's; `what` says where the examples' shape comes from."""
+    if tuple(got) != src.shape:
+        raise SpecError.at(src.input_loc(), f"{what}, but the input's shape is {list(src.shape)}",
+                           f"set the input's shape to {list(got)}")  # fmt: skip
+
+
+def standardize(x: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
+    """x with the training statistics applied, as load_data does; unchanged when stats is empty."""
+    return (x - stats["mean"]) / stats["std"] if stats else x
+
+
+def unstandardize(y: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
+    """Standardized targets (or predictions of them) back in the target's own units; unchanged when stats is empty."""
+    return y * stats["std"] + stats["mean"] if stats else y
+
+
+def _statistics(x: np.ndarray, axis: int | None) -> dict[str, np.ndarray]:
+    """Mean and std (std 0 -> 1) as float32, over `axis` (None: one number for everything)."""
+    x = x.astype(np.float64)
+    mean, std = np.asarray(x.mean(axis=axis)), np.asarray(x.std(axis=axis))
+    return {"mean": mean.astype(np.float32), "std": np.where(std == 0, 1.0, std).astype(np.float32)}
+
+
+def _standardized_targets(ds: Dataset) -> Dataset:
+    """Regression targets standardized with the TRAINING split's mean and std per target value."""
+    ds.target_stats = _statistics(ds.y_train, axis=0)
+    ds.y_train = standardize(ds.y_train, ds.target_stats).astype(np.float32)
+    ds.y_valid = standardize(ds.y_valid, ds.target_stats).astype(np.float32)
+    return ds
+
+
+def _normalized(ds: Dataset, per_feature: bool) -> Dataset:
+    """Standardized with the TRAINING split's mean and std (per feature, or one number for images); std 0 -> 1."""
+    ds.stats = _statistics(ds.x_train, axis=0 if per_feature else None)
+    ds.x_train, ds.x_valid = standardize(ds.x_train, ds.stats), standardize(ds.x_valid, ds.stats)
+    return ds
+
+
+# *** bundled and generated sources ***
+
+
+def _load_digits(src: _Source) -> Dataset:
+    images, labels = load_digits()
+    x = (images.astype(np.float32) / 16).reshape(len(images), *src.shape)
+    what = f"the {len(x)} digits with valid_split {src.data['valid_split']}"
+    if src.data["target"] == "input":
+        out = src.spec.output_shape(src.spec.outputs[0])
+        # NOTE: the target is the unnormalized image in 0..1 (what a sigmoid can rebuild), even when x is standardized
+        y = x.reshape(len(x), *(out if math.prod(out) == math.prod(src.shape) else src.shape)).copy()
+        return _split(src, x, y, _Target("regress", "the digit images"), src.near("batch_size"), what)
+    return _split(src, x, labels, _Target("classify", "the digit labels"), src.near("batch_size"), what)
+
+
+def _spiral_points(n: int, noise: float, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Two interleaved spirals of 1.5 turns in the unit disc; labels alternate 0, 1."""
+    label = np.arange(n) % 2
+    r = np.sqrt(rng.uniform(0, 1, n))  # NOTE: sqrt spreads points evenly over the area
+    angle = 3 * np.pi * r + np.pi * label
+    x = np.stack([r * np.cos(angle), r * np.sin(angle)], axis=1) + noise * rng.standard_normal((n, 2))
+    return x.astype(np.float32), label.astype(np.int32)
+
+
+def _load_spirals(src: _Source) -> Dataset:
+    _check_shape(src, (2,), "spirals are points in the plane, shape [2] per example")
+    x, y = _spiral_points(src.data["samples"], src.data["noise"], np.random.default_rng(src.spec.values["seed"]))
+    return _split(src, x, y, _Target("classify", "the spiral labels"), src.near("samples"), f"{len(x)} samples")
+
+
+def _load_sine(src: _Source) -> Dataset:
+    _check_shape(src, (1,), "sine examples are one number x, shape [1] per example")
+    rng = np.random.default_rng(src.spec.values["seed"])
+    x = rng.uniform(-3, 3, (src.data["samples"], 1))
+    y = np.sin(x) + src.data["noise"] * rng.standard_normal(x.shape)
+    return _split(src, x.astype(np.float32), y.astype(np.float32), _Target("regress", "the sine values"),
+                  src.near("samples"), f"{len(x)} samples")  # fmt: skip
+
+
+# *** files ***
+
+
+def _read_bytes(src: _Source, file: Path) -> bytes:
+    """The whole data file data.path names, at most MAX_FILE_MB (a FIFO, device or folder is refused)."""
+    loc = src.path_loc(file)
+    return read_data(src.checked(file, src.data["path"], loc), loc, "data.path")
+
+
+def _quoted(text: str) -> str:
+    """A data file's cell or column name as a message quotes it."""
+    return excerpt(text, SHOWN)
+
+
+def _decode(raw: bytes, file: Path) -> str:
+    """UTF-8 text (a byte-order mark is dropped); a bad byte is an error at its line and column."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line_start = raw.rfind(b"\n", 0, e.start) + 1
+        col = len(raw[line_start : e.start].decode("utf-8", errors="replace")) + 1
+        loc = Location(str(file), raw.count(b"\n", 0, e.start) + 1, col)
+        raise SpecError.at(loc, f"{file.name} is not UTF-8 text: byte 0x{raw[e.start]:02x} here cannot be read",
+                           "save the file as UTF-8 (most editors offer it in Save As)") from None  # fmt: skip
+
+
+def _line_col(text: str, i: int) -> tuple[int, int]:
+    """1-based line and column (in characters) of text[i]."""
+    return text.count("\n", 0, i) + 1, i - text.rfind("\n", 0, i)
+
+
+# *** text ***
+
+
+def _text(src: _Source) -> tuple[str, str]:
+    """(the text, the file name used in locations)."""
+    if src.data["path"] is not None and src.data["corpus"] is not None:
+        raise SpecError.at(src.near("corpus"), "data has both path and corpus: give one of them")
+    if src.data["corpus"] is not None:
+        return load_text(src.data["corpus"]), f"{src.data['corpus']} (bundled)"
+    file = src.file()
+    raw = _read_bytes(src, file)
+    if len(raw) > 4 * MAX_TEXT_CHARS or len(text := _decode(raw, file)) > MAX_TEXT_CHARS:  # NOTE: 4 bytes a character
+        raise SpecError.at(src.path_loc(file), f"{file.name} has more than {MAX_TEXT_CHARS:,} characters, more than "
+                           "a text source trains on (its examples take 16 bytes of memory per character)",
+                           "use a shorter text")  # fmt: skip
+    return text.replace("\r\n", "\n").replace("\r", "\n"), str(file)
+
+
+def _vocab(src: _Source) -> tuple[int, bool]:
+    """(how many token codes the model takes, whether an embedding said so)."""
+    sizes = [s.args["vocab"] for s in src.spec.steps if s.what == "embedding" and src.name in s.srcs]
+    return (int(sizes[0]), True) if sizes else (DEFAULT_VOCAB, False)
+
+
+def _check_vocab(text: str, codes: np.ndarray, file: str, vocab: int, from_model: bool) -> None:
+    """Every character must be a token the model knows: one problem per distinct character, at its first place."""
+    bad = np.nonzero(codes >= vocab)[0]
+    if len(bad) == 0:
+        return
+    chars, first = np.unique(codes[bad], return_index=True)
+    problems = []
+    for code, i in sorted(zip(chars.tolist(), bad[first].tolist()), key=lambda t: t[1])[:MAX_PROBLEMS]:
+        count = int((codes[bad] == code).sum())
+        raise_it = f", or raise the embedding's vocab (now {vocab}) to at least {code + 1}" if from_model else ""
+        problems.append(Problem(f"the character '{excerpt(chr(code))}' (U+{code:04X}) is outside the model's {vocab} "
+                                f"characters (codes 0..{vocab - 1}); it appears {count} time{'s' * (count > 1)}",
+                                Location(file, *_line_col(text, i)), f"remove or replace it{raise_it}"))  # fmt: skip
+    if len(chars) > MAX_PROBLEMS:
+        problems.append(Problem(f"... and {len(chars) - MAX_PROBLEMS} more characters outside the vocabulary; the "
+                                f"largest code in the text is {int(chars[-1])}"))  # fmt: skip
+    raise SpecError(problems)
+
+
+def _windows(codes: np.ndarray, context: int) -> tuple[np.ndarray, np.ndarray]:
+    """(x, y): windows of `context` codes every context // 2 codes, and the same windows shifted by one."""
+    if len(codes) < context + 1:
+        return np.zeros((0, context), np.int32), np.zeros((0, context), np.int32)
+    w = np.lib.stride_tricks.sliding_window_view(codes, context + 1)[:: max(1, context // 2)]  # (W, context + 1)
+    return np.ascontiguousarray(w[:, :-1]), np.ascontiguousarray(w[:, 1:])
+
+
+def _load_text(src: _Source) -> Dataset:
+    context = src.data["context"]
+    if src.shape != (context,):
+        raise SpecError.at(src.near("context"), f"data.context is {context}, but the input '{src.name}' has shape "
+                           f"{list(src.shape)}", f"set the input's shape to [{context}]")  # fmt: skip
+    text, file = _text(src)
+    codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.int32)
+    vocab, from_model = _vocab(src)
+    _check_vocab(text, codes, file, vocab, from_model)
+    vs = src.data["valid_split"]
+    cut = len(codes) - (round(len(codes) * vs) if vs > 0 else 0)
+    (x_train, y_train), (x_valid, y_valid) = _windows(codes[:cut], context), _windows(codes[cut:], context)
+    _check_language(src, codes, f"the characters of {Path(file).name}")
+    ds = Dataset(x_train, y_train, x_valid, y_valid, "language", vocab)
+    what = f"the {len(codes)} characters of {file} with context {context} and valid_split {vs}"
+    _check_enough(src, ds, src.near("context"), what)
+    return ds
+
+
+# *** csv ***
+
+
+def _csv_rows(text: str, file: Path) -> list[tuple[int, list[str]]]:
+    """(line, cells) of every row with a value in it; a row's line is where it starts. At most MAX_CSV_CELLS cells."""
+    reader, rows, line, cells_read = csv.reader(io.StringIO(text, newline="")), [], 1, 0
+    try:
+        for cells in reader:
+            cells_read += len(cells)
+            if cells_read > MAX_CSV_CELLS:
+                raise SpecError.at(Location(str(file), line, 1), f"{file.name} has more than {MAX_CSV_CELLS:,} cells, "
+                                   "more than a CSV file is read into memory for",
+                                   "save large data with numpy, np.savez(path, x=inputs, y=targets), and use source: "
+                                   "npz")  # fmt: skip
+            if any(c.strip() for c in cells):
+                rows.append((line, cells))
+            line = reader.line_num + 1
+    except csv.Error as e:
+        raise SpecError.at(Location(str(file), line, 1), f"{file.name}: this row cannot be read as CSV ({e})") from None
+    return rows
+
+
+def _column_hint(name: str, header: list[str]) -> str:
+    parts = [did_you_mean(name, header) or ""]
+    if len(header) == 1 and any(sep in header[0] for sep in ";\t"):
+        parts.append("the file seems to separate values with ';' or tabs: specgrad reads commas.")
+    elif header and all(_is_number(h) for h in header):
+        parts.append("the first row holds numbers: it must be a header row naming the columns.")
+    more = f", and {len(header) - 20} more" if len(header) > 20 else ""
+    parts.append(f"the header has: {', '.join(_quoted(h) for h in header[:20])}{more}")
+    return " ".join(p for p in parts if p)
+
+
+def _is_number(s: str) -> bool:
+    try:
+        float(s)
+    except ValueError:
+        return False
+    return True
+
+
+def _csv_columns(src: _Source, header: list[str], line: int, file: Path) -> tuple[list[str], list[int]]:
+    """(feature names, column indices of the features then the target), every name checked against the header."""
+    target = src.data["target"]
+    features = src.data["features"] or [h for h in header if h != target]
+    hloc = Location(str(file), line, 1)
+    if target in (src.data["features"] or []):
+        raise SpecError.at(src.near("features"), f"data.features includes the target column '{target}': the model "
+                           "would be given the answer", "remove it from features")  # fmt: skip
+    problems = [Problem(f"data.{key} names the column '{_quoted(name)}', but {file.name} has no such column", hloc,
+                        _column_hint(name, header))
+                for key, names in (("features", features), ("target", [target])) for name in names
+                if name not in header]  # fmt: skip
+    for name in [*features, target]:
+        at = [i for i, h in enumerate(header) if h == name]
+        if len(at) > 1:
+            problems.append(Problem(f"the header names the column '{_quoted(name)}' {len(at)} times (columns "
+                                    f"{', '.join(str(i + 1) for i in at)})", Location(str(file), line, at[1] + 1),
+                                    "give each column its own name"))  # fmt: skip
+        if name == "" and at:
+            problems.append(Problem(f"column {at[0] + 1} has no name in the header",
+                                    Location(str(file), line, at[0] + 1),
+                                    "name it, or list the columns to use in data.features"))  # fmt: skip
+    if problems:
+        raise SpecError(problems)
+    return features, [header.index(n) for n in [*features, target]]
+
+
+def _cell(text: str, line: int, col: int, name: str, file: Path) -> tuple[float, Problem | None]:
+    """The number in one cell, or the problem with it."""
+    s, loc, name = text.strip(), Location(str(file), line, col + 1), _quoted(name)
+    if not s:
+        return 0.0, Problem(f"row {line}, column '{name}' is empty", loc, "fill in a number, or remove the row")
+    try:
+        v = float(s)
+    except ValueError:
+        return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is not a number", loc,
+                            "write a plain number such as 1200 or 3.5: a point for decimals, no units, no thousands "
+                            "separators")  # fmt: skip
+    if not math.isfinite(v):
+        return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is not a finite number", loc,
+                            "missing or infinite values cannot be learned from: fill in a number, or remove the "
+                            "row")  # fmt: skip
+    return v, None
+
+
+def _csv_numbers(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], file: Path
+                 ) -> tuple[np.ndarray, list[Problem]]:  # fmt: skip
+    """(N, len(cols)) numbers of the given columns, and every ragged row and bad cell."""
+    out, problems = np.zeros((len(rows), len(cols))), []
+    for i, (line, cells) in enumerate(rows):
+        if len(cells) != len(header):
+            problems.append(Problem(f"row {line} has {len(cells)} cells, but the header has {len(header)} columns",
+                                    Location(str(file), line, min(len(cells), len(header)) + 1),
+                                    "check for a missing or extra comma; a value with a comma in it goes in "
+                                    "quotes"))  # fmt: skip
+            continue
+        for j, c in enumerate(cols):
+            out[i, j], problem = _cell(cells[c], line, c, header[c], file)
+            problems += [problem] if problem else []
+    return out, problems
+
+
+def _int(s: str) -> int | None:
+    """The whole number a cell's text spells (exactly, however large), else None."""
+    try:
+        return int(s)
+    except ValueError:
+        return None
+
+
+def _is_whole(s: str) -> bool:
+    return _int(s) is not None or (_is_number(s) and float(s).is_integer())
+
+
+def _class_order(name: str) -> tuple[int, int, str]:
+    """Class names that spell whole numbers first, in numeric order (2 before 10), then the others as text."""
+    n = _int(name)
+    return (0, n, "") if n is not None else (1, 0, name)
+
+
+def _csv_labels(rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path
+                ) -> tuple[np.ndarray, list[str] | None, list[Problem]]:  # fmt: skip
+    """(N,) labels of a target column: indices into the sorted class names when any cell is text, else the numbers
+    themselves (Python ints where the text is a whole number, so a huge label is exact; checked to be labels later);
+    ragged rows are left to _csv_numbers."""
+    cells = [(line, c[col].strip()) for line, c in rows if len(c) == len(header)]
+    if not any(s and not _is_number(s) for _, s in cells):
+        values, problems = _csv_numbers([(line, c) for line, c in rows if len(c) == len(header)], header, [col], file)
+        exact = [n if (n := _int(s)) is not None else v for (_, s), v in zip(cells, values[:, 0].tolist())]
+        return np.array(exact, dtype=object), None, problems
+    names = sorted({s for _, s in cells if s}, key=_class_order)
+    index = {name: i for i, name in enumerate(names)}
+    problems = [Problem(f"row {line}, column '{_quoted(header[col])}' is empty", Location(str(file), line, col + 1),
+                        "fill in its class, or remove the row") for line, s in cells if not s]  # fmt: skip
+    return np.array([index.get(s, 0) for _, s in cells], dtype=np.float64), names, problems
+
+
+def _stray_text_problems(rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path
+                         ) -> list[Problem]:  # fmt: skip
+    """A column of mostly whole numbers with a few words in it is numbered classes or targets with typos, not text
+    classes (which would sort '10' before '2'): each word is reported, unless data.task: classify says otherwise."""
+    cells = [(line, c[col].strip()) for line, c in rows if len(c) == len(header) and c[col].strip()]
+    words = [(line, s) for line, s in cells if not _is_number(s)]
+    whole = sum(_is_whole(s) for _, s in cells)
+    if not words or 2 * whole <= len(cells):
+        return []
+    hint = "correct it or remove the row; if the column holds class names, set data.task: classify"
+    return [Problem(f"row {line}, column '{_quoted(header[col])}': '{_quoted(s)}' is not a number, but {whole} of "
+                    f"the column's "
+                    f"{len(cells)} values are whole numbers, so it is probably a typo",
+                    Location(str(file), line, col + 1), hint if n == 0 else None)
+            for n, (line, s) in enumerate(words)]  # fmt: skip
+
+
+def _big_target_problems(rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path
+                         ) -> list[Problem]:  # fmt: skip
+    """Whole-number regression targets past EXACT_FLOAT32 would be rounded as float32 (as in an npz array)."""
+    big = [(line, n) for line, c in rows if len(c) == len(header) and (n := _int(c[col].strip())) is not None
+           and abs(n) > EXACT_FLOAT32]  # fmt: skip
+    return [Problem(f"row {line}, column '{_quoted(header[col])}' is {n}: regression targets are float32, which "
+                    "holds whole "
+                    f"numbers exactly up to {EXACT_FLOAT32} only", Location(str(file), line, col + 1),
+                    "scale the targets down (thousands instead of units, say)" if k == 0 else None)
+            for k, (line, n) in enumerate(big)]  # fmt: skip
+
+
+def _raise_cut(problems: list[Problem], file: Path) -> None:
+    """Up to MAX_PROBLEMS problems, then how many more there are."""
+    if len(problems) > MAX_PROBLEMS:
+        more = len(problems) - MAX_PROBLEMS
+        problems = [*problems[:MAX_PROBLEMS], Problem(f"... and {more} more problem{'s' * (more > 1)} in {file}")]
+    if problems:
+        raise SpecError(problems)
+
+
+def _load_csv(src: _Source) -> Dataset:
+    file = src.file()
+    rows = _csv_rows(_decode(_read_bytes(src, file), file), file)
+    if not rows:
+        raise SpecError.at(Location(str(file), 1, 1), f"{file.name} is empty: a CSV file needs a header row naming "
+                           "the columns, then one row per example")  # fmt: skip
+    (hline, header), rows = (rows[0][0], [h.strip() for h in rows[0][1]]), rows[1:]
+    features, cols = _csv_columns(src, header, hline, file)
+    n = len(features)
+    _check_shape(src, (n,), f"data.features gives {n} columns ({', '.join(features)}), shape [{n}] per example")
+    if not rows:
+        raise SpecError.at(Location(str(file), hline + 1, 1), f"{file.name} has a header but no rows of data")
+    col, what = cols[-1], f"the values of column '{_quoted(header[cols[-1]])}' in {file.name}"
+    texts = any(len(c) == len(header) and c[col].strip() and not _is_number(c[col].strip()) for _, c in rows)
+    task = src.data["task"] or ("classify" if texts else "regress")
+    if src.data["task"] is None:
+        _raise_cut(_stray_text_problems(rows, header, col, file), file)
+    if task == "regress":
+        values, problems = _csv_numbers(rows, header, cols, file)
+        _raise_cut(problems or _big_target_problems(rows, header, col, file), file)
+        x, y, names = values[:, :-1], values[:, -1:], None  # (N, F), (N, 1)
+    else:
+        x, problems = _csv_numbers(rows, header, cols[:-1], file)
+        y, names, more = _csv_labels(rows, header, col, file)
+        _raise_cut(problems + more, file)
+        what = f"the classes in column '{_quoted(header[col])}' of {file.name}"
+
+    def label_at(i: int) -> tuple[str, Location]:
+        return f"row {rows[i][0]}, column '{_quoted(header[col])}'", Location(str(file), rows[i][0], col + 1)
+
+    target = _Target(task, what, label_at if names is None else None, names, settable=True, per_row=True)
+    where = f"the {len(rows)} data rows of {file.name} with valid_split {src.data['valid_split']}"
+    return _split(src, x.astype(np.float32), y, target, Location(str(file), rows[-1][0], 1), where)
+
+
+# *** npz ***
+
+
+def _npz_arrays(src: _Source, file: Path, value: str, loc: Location, wanted: tuple[str, ...]
+                ) -> tuple[list[str], dict[str, np.ndarray]]:  # fmt: skip
+    """(the names of a .npz's arrays, or ['x'] for a .npy; those of them in `wanted`, read). The file must lie in the
+    allowed folders (`value` names it in the spec, at `loc`) and be at most MAX_FILE_MB; its zip directory is checked
+    (at most MAX_NPZ_ARRAYS arrays, .npy files only, MAX_FILE_MB unpacked) before it is parsed, and each array's .npy
+    header (never Python objects, a size that fits) before its data is read."""
+    f, size = open_data(src.checked(file, value, loc), loc, "data.path")
+    try:
+        with f:
+            head = f.read(6)
+            f.seek(0)
+            if head == b"\x93NUMPY":  # NOTE: a single .npy file holds the inputs, 'x'
+                return ["x"], {"x": _npy(f, size, file.name)} if "x" in wanted else {}
+            if head[:4] not in (b"PK\x03\x04", b"PK\x05\x06"):  # NOTE: a .npz is a zip archive of .npy files
+                raise ValueError("np.save or np.savez did not write it")
+            _check_zip_directory(f, size)
+            with zipfile.ZipFile(f) as z:
+                members = _npz_members(z.infolist(), file, loc)
+                arrays = {}
+                for name in (n for n in wanted if n in members):
+                    with z.open(members[name]) as m:
+                        arrays[name] = _npy(m, members[name].file_size, f"{name}.npy")
+                return list(members), arrays
+    except (ValueError, OSError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError) as e:
+        raise SpecError.at(loc, f"{file.name} cannot be read as a .npz file ({excerpt(str(e), 200)})",
+                           "save the arrays with numpy: np.savez(path, x=inputs, y=targets)") from None  # fmt: skip
+
+
+def _check_zip_directory(f: Any, size: int) -> None:
+    """The zip directory's entry count and size, from its end record, before zipfile parses it (an entry takes memory
+    and time to parse, and a 1 GiB file could hold millions)."""
+    f.seek(max(0, size - 65_557))  # NOTE: the end record (22 bytes) and a comment of up to 65535 bytes
+    tail = f.read()
+    f.seek(0)
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) - at < 22:
+        raise ValueError("it has no zip directory: is it cut short?")
+    count, dir_size = _le(tail[at + 10 : at + 12]), _le(tail[at + 12 : at + 16])
+    if at >= 20 and tail[at - 20 : at - 16] == b"PK\x06\x07":  # NOTE: a zip64 locator: zipfile reads its record instead
+        f.seek(_le(tail[at - 12 : at - 4]))
+        record = f.read(56)
+        f.seek(0)
+        if len(record) < 56 or record[:4] != b"PK\x06\x06":
+            raise ValueError("its zip64 directory record is damaged")
+        count, dir_size = _le(record[32:40]), _le(record[40:48])
+    if count > MAX_NPZ_ARRAYS or dir_size > MAX_ZIP_DIRECTORY:
+        raise ValueError(f"its zip directory lists {count:,} files in {dir_size:,} bytes, but a .npz may hold at most "
+                         f"{MAX_NPZ_ARRAYS} arrays")  # fmt: skip
+
+
+def _le(b: bytes) -> int:
+    return int.from_bytes(b, "little")
+
+
+def _npz_members(infos: list[zipfile.ZipInfo], file: Path, loc: Location) -> dict[str, zipfile.ZipInfo]:
+    """The arrays of a .npz by name ('x' for x.npy): each a plain .npy file, together at most MAX_FILE_MB unpacked."""
+    if len(infos) > MAX_NPZ_ARRAYS:
+        raise ValueError(f"it holds {len(infos):,} files, but a .npz may hold at most {MAX_NPZ_ARRAYS} arrays")
+    members: dict[str, zipfile.ZipInfo] = {}
+    for info in infos:
+        if not info.filename.endswith(".npy") or info.is_dir() or info.flag_bits & 0x1:
+            raise ValueError(f"'{excerpt(info.filename)}' in it is not a .npy array (np.savez writes only those)")
+        if info.filename[:-4] in members:
+            raise ValueError(f"it holds '{excerpt(info.filename)}' twice")
+        members[info.filename[:-4]] = info
+    unpacked, limit = sum(i.file_size for i in infos), int(MAX_FILE_MB.value)
+    if unpacked > limit * MIB:
+        raise SpecError.at(loc, f"{file} unpacks to {unpacked / MIB:,.1f} MiB, over the limit of {limit:,} MiB for a "
+                           "data file", SIZE_HINT)  # fmt: skip
+    return members
+
+
+def _npy(f: Any, size: int, name: str) -> np.ndarray:
+    """The array of a .npy file or zip member `f` of `size` bytes; its header is checked before its data is read."""
+    fmt = np.lib.format
+    version = fmt.read_magic(f)
+    if version not in ((1, 0), (2, 0)):
+        raise ValueError(f"'{excerpt(name)}' is a .npy file of version {version[0]}.{version[1]}, which np.save "
+                         "writes for named fields only")  # fmt: skip
+    length = int.from_bytes(f.read(2 if version == (1, 0) else 4), "little")
+    if length > MAX_NPY_HEADER:
+        raise ValueError(f"the header of '{excerpt(name)}' is {length:,} bytes long, over the {MAX_NPY_HEADER:,} a "
+                         ".npy header may have")  # fmt: skip
+    f.seek(0)
+    fmt.read_magic(f)
+    read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+    try:
+        shape, _, dtype = read_header(f, max_header_size=MAX_NPY_HEADER)
+    except (ValueError, SyntaxError, TypeError):  # NOTE: numpy's messages quote the header: say it in words instead
+        raise ValueError(f"the header of '{excerpt(name)}' is not one np.save writes") from None
+    if dtype.hasobject:
+        raise ValueError(f"'{excerpt(name)}' holds Python objects, which are never loaded")
+    need, left = math.prod(shape) * dtype.itemsize, size - f.tell()
+    if need > left:
+        raise ValueError(f"'{excerpt(name)}' of shape {list(shape)} and dtype {dtype} needs {need:,} bytes, but only "
+                         f"{max(0, left):,} follow its header: is it cut short?")  # fmt: skip
+    f.seek(0)
+    try:
+        return fmt.read_array(f, allow_pickle=False, max_header_size=MAX_NPY_HEADER)
+    except (ValueError, EOFError, OSError):
+        raise ValueError(f"'{excerpt(name)}' is cut short or damaged") from None
+
+
+def _npz_get(src: _Source, names: list[str], arrays: dict[str, np.ndarray], key: str, file: Path, loc: Location
+             ) -> np.ndarray:  # fmt: skip
+    if key not in arrays:
+        held = f"it holds: {', '.join(excerpt(n) for n in names[:20]) or 'nothing'}"
+        hint = f"{dym} {held}" if (dym := did_you_mean(key, names)) else held
+        raise SpecError.at(loc, f"{file.name} has no array named '{excerpt(key)}'", hint)
+    a = arrays[key]
+    if a.dtype.kind not in "biuf" or a.ndim == 0 or len(a) == 0:
+        raise SpecError.at(loc, f"the array '{key}' of {file.name} must hold numbers per example, got {a.dtype} "
+                           f"of shape {list(a.shape)}")  # fmt: skip
+    bad = np.nonzero(~np.isfinite(a.reshape(len(a), -1)).all(axis=1))[0] if a.dtype.kind == "f" else []
+    if len(bad):
+        raise SpecError.at(loc, f"{key}[{bad[0]}] in {file.name} holds NaN or infinity ({len(bad)} of {len(a)} "
+                           "examples do)", "fill in or remove those examples")  # fmt: skip
+    return a
+
+
+def _npz_target(src: _Source, y: np.ndarray, key: str, file: Path, loc: Location) -> tuple[np.ndarray, _Target]:
+    """Integer arrays are class labels and float arrays regression targets, unless data.task says otherwise."""
+    task = src.data["task"] or ("regress" if y.dtype.kind == "f" else "classify")
+    what = f"'{key}' in {file.name}"
+    if task == "classify":
+        return y, _Target("classify", what, lambda i: (f"{key}[{i}] in {file.name}", loc), settable=True)
+    if y.dtype.kind != "f" and len(big := np.nonzero(np.abs(y.reshape(len(y), -1)).max(axis=1) > EXACT_FLOAT32)[0]):
+        raise SpecError.at(loc, f"{key}[{big[0]}] in {file.name} is {int(np.abs(y[big[0]]).max())} (or minus it): "
+                           "regression targets are float32, which holds whole numbers exactly up to "
+                           f"{EXACT_FLOAT32} only", "scale the targets down, or save them as floats")  # fmt: skip
+    return (y.reshape(-1, 1) if y.ndim == 1 else y).astype(np.float32), _Target("regress", what, settable=True)
+
+
+def _load_npz(src: _Source) -> Dataset:
+    file, key = src.file(), src.data["target"] or "y"
+    loc = src.path_loc(file)
+    wanted = ("x",) if src.data["target"] == "input" or key.endswith(".npy") else ("x", key)
+    names, arrays = _npz_arrays(src, file, src.data["path"], loc, wanted)
+    x = _npz_get(src, names, arrays, "x", file, loc)
+    _check_shape(src, x.shape[1:], f"'x' in {file.name} holds examples of shape {list(x.shape[1:])}")
+    if src.dtype.startswith(("int", "uint", "bool")) and not np.array_equal(x.astype(src.dtype), x):
+        raise SpecError.at(src.input_loc("dtype") or loc, f"'x' in {file.name} holds values that {src.dtype} cannot "
+                           "hold exactly", "use dtype float32")  # fmt: skip
+    x = x.astype(np.float32) if src.dtype.startswith("float") else x
+    what = f"the {len(x)} examples of {file.name} with valid_split {src.data['valid_split']}"
+    if src.data["target"] == "input":
+        return _split(src, x, x.astype(np.float32), _Target("regress", f"'x' in {file.name}"), loc, what)
+    yloc = (src.near("target") or loc) if src.data["target"] else loc
+    if key.endswith(".npy"):  # NOTE: x in a .npy file, y in another beside it
+        names, arrays = [key], {key: _npz_arrays(src, file.parent / key, key, yloc, ("x",))[1]["x"]}
+    y = _npz_get(src, names, arrays, key, file, yloc)
+    if len(y) != len(x):
+        raise SpecError.at(yloc, f"'{key}' in {file.name} has {len(y)} examples but 'x' has {len(x)}",
+                           "save one target per example")  # fmt: skip
+    y, target = _npz_target(src, y, key, file, yloc)
+    return _split(src, x, y, target, loc, what)
+
+
+LOADERS: dict[str, Callable[[_Source], Dataset]] = {
+    "digits": _load_digits, "text": _load_text, "csv": _load_csv, "npz": _load_npz, "spirals": _load_spirals,
+    "sine": _load_sine}  # fmt: skip
+
+
+# *** batches ***
+
+
+def batches(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool,
+            rng: np.random.Generator | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """Full training batches, in a new order from `rng` each call when shuffle; the last partial batch is dropped."""
+    # NOTE: full batches only, so a TinyJit-captured training step sees one shape on every replay
+    if shuffle and rng is None:
+        raise ValueError("batches(shuffle=True) needs an np.random.Generator")
+    order = rng.permutation(len(x)) if shuffle else None
+    for i in range(0, len(x) - batch_size + 1, batch_size):
+        if order is None:
+            yield x[i : i + batch_size], y[i : i + batch_size]
+        else:
+            yield x[order[i : i + batch_size]], y[order[i : i + batch_size]]
+
+
+def eval_batches(x: np.ndarray, y: np.ndarray, batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """Every example in order, in batches of batch_size; the last batch may be smaller."""
+    for i in range(0, len(x), batch_size):
+        yield x[i : i + batch_size], y[i : i + batch_size]

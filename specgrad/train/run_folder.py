@@ -1,0 +1,291 @@
+"""A run folder: what `specgrad train` writes and what run, export and --resume read back.
+
+    runs/<name>-<n>/spec.resolved.yaml    the spec as trained (extends, vars, --set, --epochs/--steps applied)
+                    metrics.jsonl         one JSON record per line, in step order
+                    metrics.png           loss (and accuracy) per epoch, with the plot extra
+                    checkpoints/          epoch-NNNNN, best, interrupted: model, optimizer and position
+                    model.safetensors     the final weights (the best or the last, as train.final_weights says)
+
+Every file is written with helpers.atomic_write (or appended with append_file): only regular files inside the run
+folder, never through a link. Imports nn.state, train.data and modelspec (errors, files,
+validate); never Tensor
+graphs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from specgrad.helpers import WriteError, append_file, atomic_write
+from specgrad.modelspec.errors import SpecError
+from specgrad.modelspec.files import SIZE_HINT
+from specgrad.modelspec.schema import Section
+from specgrad.modelspec.validate import MAX_NAME, TOP, ValidSpec, validate_file
+from specgrad.nn.state import ChecksumMismatch, FileTooLarge, SafetensorsError, safe_load_metadata
+from specgrad.train.data import data_file
+
+RESOLVED = "spec.resolved.yaml"
+FINAL = "model.safetensors"
+RUN_FILES = (RESOLVED, "metrics.jsonl", "metrics.png", FINAL)  # NOTE: and the exports, model.<format>
+LOCK = ".lock"
+CHECKPOINTS = "checkpoints"
+PATH_KEYS = ("path",)  # NOTE: data keys holding a file path, rewritten relative to the folder of the spec file
+
+
+def spec_hash(values: dict[str, Any]) -> str:
+    """A short hash of everything a spec says, except where its data file lies (a resolved copy in a run folder names
+    the same file by another relative path)."""
+    data = values.get("data")
+    if isinstance(data, dict):
+        values = {**values, "data": {k: v for k, v in data.items() if k not in PATH_KEYS}}
+    return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def is_run_folder(path: Path) -> bool:
+    """A folder holding spec.resolved.yaml (whatever that is: reading it refuses a FIFO or a device by name)."""
+    return path.is_dir() and os.path.lexists(path / RESOLVED)
+
+
+def spec_file(path: Path) -> Path:
+    """A spec file, or the resolved spec of a run folder given in its place."""
+    if path.is_dir():
+        if not is_run_folder(path):
+            raise SpecError.at(None, f"{path} is a folder but not a run folder (it has no {RESOLVED})",
+                               "pass a spec file, or a folder `specgrad train` wrote")  # fmt: skip
+        return path / RESOLVED
+    return path
+
+
+def final_weights(path: Path) -> Path:
+    """The weights a run folder's model.safetensors holds, or an error saying how the run ended without them."""
+    weights = path / FINAL
+    if os.path.lexists(weights):  # NOTE: reading it says what it is when it is not a regular file
+        return weights
+    ckpts = sorted((path / "checkpoints").glob("*.safetensors")) if (path / "checkpoints").is_dir() else []
+    hint = f"pass one of its checkpoints with --weights, e.g. {ckpts[-1]}" if ckpts else "train it to the end first"
+    raise SpecError.at(None, f"the run folder {path} has no {FINAL} (the run has not finished)", hint)
+
+
+def check_name(name: str) -> None:
+    """A spec's name becomes a folder name: one plain path component (validation says so with the line; this is the
+    second line of defence, for names that did not come through it)."""
+    bad = [c for c in name if not (c.isalnum() or c in "-_.")]
+    if not name or len(name) > MAX_NAME or bad or name[0] in ".-":
+        shown = repr(name[:MAX_NAME]) + ("..." if len(name) > MAX_NAME else "")
+        raise SpecError.at(None, f"the name {shown} cannot name a run folder", f"use 1 to {MAX_NAME} letters, digits, "
+                           "'-', '_' and '.', starting with a letter, digit or '_'")  # fmt: skip
+
+
+def new_run_folder(out: Path, name: str) -> Path:
+    """out/<name>-<n>, the first n not taken; always a new folder directly inside `out`."""
+    check_name(name)
+    if "\0" in str(out):
+        raise SpecError.at(None, "--out holds a NUL byte", "pass a folder for the run folders")
+    if out.exists() and not out.is_dir():
+        raise SpecError.at(None, f"--out {out} is a file, not a folder", "pass a folder for the run folders")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except (FileExistsError, NotADirectoryError):
+        raise SpecError.at(None, f"--out {out}: cannot create a run folder there (a part of it is a file, not a "
+                           "folder)", "pass a folder for the run folders") from None  # fmt: skip
+    except OSError as e:
+        raise WriteError(out, f"cannot create a run folder there ({e.strerror or e})", e.errno) from None
+    root, n = out.resolve(), 1
+    while True:
+        folder = out / f"{name}-{n}"
+        try:
+            folder.mkdir()  # NOTE: mkdir, not exists(): two runs started at once get different folders
+        except FileExistsError:
+            n += 1
+            continue
+        except OSError as e:
+            raise WriteError(folder, f"cannot create the run folder ({e.strerror or e})", e.errno) from None
+        if folder.resolve().parent != root:  # NOTE: check_name makes this impossible; kept as the promise itself
+            folder.rmdir()
+            raise SpecError.at(None, f"the run folder {folder} would not be inside --out {out}")
+        return folder
+
+
+def checkpoint_folder(folder: Path) -> Path:
+    """The run folder's checkpoints/, created if missing; a link or a file in its place is refused (checkpoints are
+    written inside the run folder, nowhere else)."""
+    path = folder / CHECKPOINTS
+    try:
+        path.mkdir()
+    except FileExistsError:
+        mode = path.lstat().st_mode
+        if not stat.S_ISDIR(mode):
+            what = "a symbolic link" if stat.S_ISLNK(mode) else "not a folder"
+            raise SpecError.at(None, f"{path} is {what}: checkpoints are written only into a folder inside the run "
+                               "folder", f"remove {path}, then run again") from None  # fmt: skip
+    except OSError as e:
+        raise WriteError(path, f"cannot create the folder ({e.strerror or e})", e.errno) from None
+    return path
+
+
+@contextlib.contextmanager
+def locked(folder: Path) -> Iterator[None]:
+    """Hold the run folder for one training process: a second `train --resume` of it is refused, not interleaved."""
+    try:
+        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise SpecError.at(None, f"{folder / LOCK} is a symbolic link", "remove it, then run again") from None
+        raise WriteError(folder / LOCK, f"cannot lock the run folder ({e.strerror or e})", e.errno) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise SpecError.at(None, f"{folder / LOCK} is not a regular file", "remove it, then run again")
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            hint = "wait for it to finish, or stop it (Ctrl-C saves its state) and resume then"
+            raise SpecError.at(None, f"the run folder {folder} is in use by another specgrad process", hint) from None
+        yield
+    finally:
+        os.close(fd)
+
+
+def _as_written(values: dict[str, Any], section: Section) -> dict[str, Any]:
+    """A section's values less those equal to their defaults (validation fills them in again): the file reads as a
+    spec someone wrote, and keys that apply to other choices (data.samples for a file source) stay out."""
+    ret = {}
+    for key, value in values.items():
+        f = section.fields.get(key)
+        if f is not None and f.section is not None and isinstance(value, dict):
+            value = _as_written(value, f.section)
+        empty = value is None or (value == {} and f is not None and f.section is not None)
+        if not empty and (f is None or value != f.default):
+            ret[key] = value
+    return ret
+
+
+def write_resolved_spec(spec: ValidSpec, folder: Path) -> None:
+    """The spec as it will be trained, as a spec file: it validates, trains, runs and exports by itself and has the
+    same spec_hash. A data file is named relative to the run folder."""
+    values = {k: v for k, v in spec.values.items() if k != "extends"}
+    data = values.get("data")
+    if isinstance(data, dict):
+        values["data"] = {**data, **{k: _relative(data_file(spec), folder) for k in PATH_KEYS if data.get(k)}}
+    body = yaml.safe_dump(_as_written(values, TOP), sort_keys=False, allow_unicode=True)
+    head = f"# the spec of this run as trained (spec_hash {spec_hash(spec.values)}); written by specgrad train\n"
+    atomic_write(folder / RESOLVED, (head + body).encode())
+
+
+def _relative(target: Path, folder: Path) -> str:
+    """A file named in the spec, as seen from the run folder."""
+    return os.path.relpath(target.resolve(), folder.resolve())
+
+
+def read_resolved_spec(folder: Path) -> ValidSpec:
+    if not folder.is_dir():
+        raise SpecError.at(None, f"no such run folder: {folder}", "pass a folder `specgrad train` wrote, e.g. "
+                           "runs/<name>-1")  # fmt: skip
+    if not is_run_folder(folder):
+        raise SpecError.at(None, f"{folder} is not a run folder: it has no {RESOLVED}",
+                           "pass a folder that `specgrad train` wrote")  # fmt: skip
+    return validate_file(folder / RESOLVED)
+
+
+def cleanup_partial_files(folder: Path) -> None:
+    """Temporary files a crash left behind while writing (complete files are renamed into place): atomic_write's
+    '.<name>.<random>' beside the run folder's own files, and nothing else."""
+    own = [*RUN_FILES, *(p.name for p in folder.glob("model.*"))]
+    temps = [t for name in own for t in folder.glob(f".{name}.*")]
+    for tmp in temps + list((folder / CHECKPOINTS).glob(".*.safetensors.*")):
+        with contextlib.suppress(FileNotFoundError):
+            if stat.S_ISREG(tmp.lstat().st_mode):  # NOTE: a folder or link of that name is not one of ours
+                tmp.unlink()
+
+
+# *** metrics ***
+
+
+@dataclass
+class MetricsLog:
+    """metrics.jsonl: records in step order, appended and flushed one by one."""
+
+    folder: Path
+    records: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def path(self) -> Path:
+        return self.folder / "metrics.jsonl"
+
+    def log(self, record: dict[str, Any]) -> None:
+        self.records.append(record)
+        append_file(self.path, (json.dumps(record) + "\n").encode())
+
+    def rewind(self, step: int, epoch: int) -> None:
+        """Keep what was logged up to a checkpoint (step, epochs finished): a resumed run logs the rest again, so
+        nothing is recorded twice. A line cut short by a crash is dropped."""
+        kept = []
+        for line in self.path.read_bytes().splitlines() if self.path.exists() else []:
+            try:
+                record = json.loads(line)
+            except (json.JSONDecodeError, UnicodeDecodeError):
+                continue
+            if not isinstance(record, dict) or not isinstance(record.get("split"), str):
+                continue
+            step_of, epoch_of = record.get("step"), record.get("epoch")
+            if not isinstance(step_of, int) or not isinstance(epoch_of, int):
+                continue
+            if step_of <= step and (record["split"] == "train" or epoch_of <= epoch):
+                kept.append(record)
+        atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode())
+        self.records = kept
+
+
+# *** checkpoints ***
+
+
+def checkpoints(folder: Path) -> list[Path]:
+    return sorted((folder / "checkpoints").glob("*.safetensors")) if (folder / "checkpoints").is_dir() else []
+
+
+def newest_checkpoint(folder: Path) -> tuple[Path, dict[str, str]] | None:
+    """The checkpoint furthest into training (an epoch's or the one an interruption wrote), with its metadata."""
+    found = [p for p in checkpoints(folder) if p.name != "best.safetensors"]
+    if not found:
+        return None
+    metas, steps = {}, {}
+    for p in found:
+        try:
+            metas[p] = safe_load_metadata(p)
+        except (OSError, SafetensorsError) as e:
+            raise SpecError.at(None, f"the checkpoint {p} is damaged ({e})",
+                               "delete it to resume from the one before") from None  # fmt: skip
+        steps[p] = metas[p].get("step", "0")
+        if not (steps[p].isascii() and steps[p].isdigit() and len(steps[p]) <= 18):
+            raise SpecError.at(None, f"the checkpoint {p} is damaged (its step '{steps[p][:40]}' is not a count of "
+                               "steps)", "delete it to resume from the one before")  # fmt: skip
+    path = max(found, key=lambda p: (int(steps[p]), p.name == "interrupted.safetensors"))
+    return path, metas[path]
+
+
+def unusable(e: SafetensorsError, what: str | None, fix: str) -> SpecError:
+    """A weights file or checkpoint safe_load refused, in words: too large says how to raise the limit; damaged (a
+    checksum differs) or not a safetensors file at all says `fix`. `what` names the file in the message ("the
+    checkpoint X"), or None for the refusal's own words."""
+    if isinstance(e, FileTooLarge):
+        return SpecError.at(None, str(e), SIZE_HINT)
+    if isinstance(e, ChecksumMismatch) or what is None:
+        return SpecError.at(None, str(e), fix)
+    return SpecError.at(None, f"{what} is damaged ({e})", fix)
+
+
+def prune(folder: Path, keep: int) -> None:
+    """Keep the newest `keep` epoch checkpoints; called only after a newer one is on disk."""
+    for old in sorted((folder / "checkpoints").glob("epoch-*.safetensors"))[:-keep]:
+        old.unlink()

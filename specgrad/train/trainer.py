@@ -1,0 +1,524 @@
+"""Train a validated spec: its model, data, optimizer and schedule, one TinyJit-captured step, an evaluation per
+epoch, and a run folder (see train.run_folder): metrics, checkpoints written atomically, the final weights.
+
+A run is exactly train.steps optimizer steps (or train.epochs whole epochs); the last epoch may be partial. Its
+position (epochs and steps done, the data order's and dropout's random state, the best metric) is in every
+checkpoint, so --resume continues from the newest one and ends with the same weights as an uninterrupted run.
+
+Imports the public API (Tensor, TinyJit, nn, nn.optim, nn.state) and modelspec.builder, train.data, train.run_folder and
+modelspec.validate.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import math
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from specgrad import Tensor, TinyJit
+from specgrad.helpers import atomic_write
+from specgrad.modelspec.builder import Model, build_model
+from specgrad.modelspec.errors import SpecError
+from specgrad.modelspec.validate import ValidSpec
+from specgrad.nn import optim
+from specgrad.nn.state import (
+    SafetensorsError,
+    StateMismatch,
+    get_parameters,
+    get_state_dict,
+    load_state_dict,
+    safe_load,
+    safe_save,
+)
+from specgrad.train.data import Dataset, batches, eval_batches, load_data
+from specgrad.train.run_folder import (
+    FINAL,
+    MetricsLog,
+    checkpoint_folder,
+    checkpoints,
+    cleanup_partial_files,
+    newest_checkpoint,
+    prune,
+    spec_hash,
+    unusable,
+)
+
+LossFn = Callable[[Tensor, Tensor], Tensor]
+DATA_META = ("task", "normalization", "target_normalization", "class_names")  # NOTE: what the data decides
+
+
+class NonFiniteLoss(RuntimeError):
+    """Training produced a nan or inf loss; the message names the step and the last good checkpoint."""
+
+
+def make_optimizer(model: Model, t: dict[str, Any]) -> optim.Optimizer:
+    params = [p for p in get_parameters(model) if p.requires_grad]
+    if t["optimizer"] == "sgd":
+        return optim.SGD(params, lr=t["lr"], momentum=t["momentum"], weight_decay=t["weight_decay"],
+                         nesterov=t["nesterov"])  # fmt: skip
+    cls = optim.AdamW if t["optimizer"] == "adamw" else optim.Adam
+    return cls(params, lr=t["lr"], weight_decay=t["weight_decay"])
+
+
+def make_schedule(opt: optim.Optimizer, t: dict[str, Any], total_steps: int, steps_per_epoch: int
+                  ) -> optim.LRScheduler:  # fmt: skip
+    """The spec's schedule, stepped once per training step (step_size counts epochs), after any warm-up; it spans
+    the run's real number of steps."""
+    after_warmup = max(1, total_steps - t["warmup_steps"])
+    schedules: dict[str, Callable[[], optim.LRScheduler]] = {
+        "constant": lambda: optim.Constant(opt),
+        "step": lambda: optim.StepLR(opt, step_size=t["step_size"] * steps_per_epoch, gamma=t["gamma"]),
+        "exponential": lambda: optim.ExponentialLR(opt, gamma=t["gamma"] ** (1 / steps_per_epoch)),
+        "cosine": lambda: optim.CosineAnnealingLR(opt, T_max=after_warmup, eta_min=t["min_lr"]),
+    }
+    schedule = schedules[t["schedule"]]()
+    return optim.LinearWarmup(opt, t["warmup_steps"], after=schedule) if t["warmup_steps"] else schedule
+
+
+def make_losses(data: Dataset, kind: str) -> tuple[LossFn, LossFn]:
+    """(what training minimises, what is reported): the same, except for standardized regression targets, where the
+    reported mean squared error is in the target's own units."""
+    if data.task in ("classify", "language") and kind == "cross_entropy":
+        ce: LossFn = lambda out, y: out.reshape(-1, out.shape[-1]).sparse_categorical_crossentropy(y.reshape(-1))
+        return ce, ce
+    mse: LossFn = lambda out, y: (out.reshape(y.shape) - y).square().mean()
+    stats = data.target_stats
+    if "std" not in stats:
+        return mse, mse
+    std = np.asarray(stats["std"], dtype=np.float64).reshape(-1)
+    width = math.prod(data.y_train.shape[1:])
+    scale = Tensor((std**2).astype(np.float32).reshape(data.y_train.shape[1:] if std.size == width else -1))
+    return mse, lambda out, y: ((out.reshape(y.shape) - y).square() * scale).mean()
+
+
+def _listed(stats: dict[str, np.ndarray]) -> str:
+    return json.dumps({k: np.asarray(v).tolist() for k, v in stats.items()})
+
+
+def correct(out: Tensor, y: Tensor) -> Tensor:
+    """How many predictions (per example, or per token) match their labels."""
+    return (out.argmax(-1) == y).sum()
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+@dataclass
+class Position:
+    """Where a run stands; every checkpoint records it (as JSON in its metadata)."""
+
+    epoch: int = 0  # epochs finished
+    step: int = 0  # optimizer steps taken
+    skip: int = 0  # batches of epoch + 1 already trained (an interruption mid-epoch)
+    data_rng: dict[str, Any] | None = None  # the data order's generator at the start of epoch + 1
+    losses: list[float] = field(default_factory=list)  # the training losses of epoch + 1 so far
+    best: float | None = None  # the best value of the watched metric, and the epoch it came from
+    best_epoch: int | None = None
+    ref: float | None = None  # the value early stopping compares with: the last that improved by more than min_delta
+    stale: int = 0  # epochs since the watched metric last improved by more than min_delta
+    stopped: str | None = None  # why training stopped before its last step (early stopping)
+
+    def to_meta(self) -> dict[str, str]:
+        return {"position": json.dumps(asdict(self)), "epoch": str(self.epoch), "step": str(self.step)}
+
+    @staticmethod
+    def from_meta(meta: dict[str, str]) -> Position:
+        """The position a checkpoint's metadata records; a BadMetadata when it is not one specgrad writes (the
+        checksums cover the tensors, not the metadata)."""
+        fields = from_json(meta, "position")
+        if not isinstance(fields, dict) or set(fields) != set(POSITION_TYPES):
+            raise BadMetadata("its position does not have the fields specgrad writes")
+        for k, types in POSITION_TYPES.items():
+            v = fields[k]
+            if not isinstance(v, types) or isinstance(v, bool) or (isinstance(v, int) and not 0 <= v < 1 << 62):
+                raise BadMetadata(f"its position's {k} is not what specgrad writes")
+        if not all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in fields["losses"]):
+            raise BadMetadata("its position's losses are not numbers")
+        if fields["data_rng"] is not None:
+            check_rng_state(fields["data_rng"], "its position's data order")
+        return Position(**fields)
+
+
+class BadMetadata(ValueError):
+    """A checkpoint's metadata is not what specgrad writes (damage, or an edit): bad input, never a bug."""
+
+
+# NOTE: each field's JSON types, as Position.to_meta writes them (an int field is a count: 0 <= v < 2**62)
+POSITION_TYPES: dict[str, tuple[type, ...]] = {
+    "epoch": (int,), "step": (int,), "skip": (int,), "data_rng": (dict, type(None)), "losses": (list,),
+    "best": (float, int, type(None)), "best_epoch": (int, type(None)), "ref": (float, int, type(None)),
+    "stale": (int,), "stopped": (str, type(None))}  # fmt: skip
+
+
+def from_json(meta: dict[str, str], key: str) -> Any:
+    """The JSON value of a checkpoint's metadata key, or a BadMetadata naming the key."""
+    try:
+        return json.loads(meta[key])
+    except (KeyError, ValueError, RecursionError):
+        raise BadMetadata(f"its {key} is not the JSON specgrad writes") from None
+
+
+def check_rng_state(state: Any, what: str) -> None:
+    """A random generator's state as numpy gives it (PCG64), or a BadMetadata saying `what` it is not."""
+    try:
+        np.random.PCG64().state = state
+    except (TypeError, ValueError, KeyError, OverflowError):
+        raise BadMetadata(f"{what} is not a random generator's state") from None
+
+
+@dataclass
+class Summary:
+    """How a run ended: the last validation metrics, the best one, and which weights are final."""
+
+    valid: dict[str, float]
+    metric: str
+    best: float | None
+    best_epoch: int | None
+    final: str  # "best" or "last": what model.safetensors holds
+    chosen: str  # what train.final_weights asked for
+    final_epoch: int
+    stopped: str | None
+    weights: Path
+    last_checkpoint: Path | None
+
+
+@dataclass
+class Trainer:
+    """Everything one training run needs, built from a validated spec."""
+
+    spec: ValidSpec
+    data: Dataset
+    model: Model
+    opt: optim.Optimizer
+    step_fn: Callable[[Tensor, Tensor], Tensor]
+    schedule: optim.LRScheduler
+    total_steps: int
+    steps_per_epoch: int
+    reported_loss: LossFn
+
+    @property
+    def epochs(self) -> int:
+        """Epochs the run touches: the last may be partial."""
+        return math.ceil(self.total_steps / self.steps_per_epoch)
+
+    @property
+    def train(self) -> dict[str, Any]:
+        return self.spec.values["train"]
+
+    @staticmethod
+    def create(spec: ValidSpec) -> Trainer:
+        data = load_data(spec)
+        model = build_model(spec)
+        t = spec.values["train"]
+        if len(data.x_train) < spec.batch_size:
+            raise SpecError.at(None, f"the training split has {len(data.x_train)} examples, fewer than one batch of "
+                               f"{spec.batch_size}", "lower data.batch_size")  # fmt: skip
+        steps_per_epoch = len(data.x_train) // spec.batch_size
+        total = t["steps"] or t["epochs"] * steps_per_epoch
+        opt = make_optimizer(model, t)
+        train_loss, reported_loss = make_losses(data, t["loss"])
+        clip = t["clip_grad_norm"]
+
+        @TinyJit
+        def train_step(x: Tensor, y: Tensor) -> Tensor:
+            with Tensor.train():
+                out = model(x)
+                loss = train_loss(out, y)
+                opt.zero_grad()
+                loss.backward()
+                if clip is not None:
+                    optim.clip_grad_norm_(opt.params, clip)
+                opt.step()
+            return (loss if reported_loss is train_loss else reported_loss(out.detach(), y)).realize()
+
+        schedule = make_schedule(opt, t, total, steps_per_epoch)
+        return Trainer(spec, data, model, opt, train_step, schedule, total, steps_per_epoch, reported_loss)
+
+    def evaluate(self) -> dict[str, float]:
+        """Loss (in the target's units) and accuracy (for classifiers and language models) on the validation split."""
+        data, total_loss, hits, count, n = self.data, 0.0, 0, 0, 0
+        for x, y in eval_batches(data.x_valid, data.y_valid, self.spec.batch_size):
+            out, yt = self.model(Tensor(x)), Tensor(y)
+            total_loss += self.reported_loss(out, yt).item() * len(x)
+            n += len(x)
+            if data.task in ("classify", "language"):
+                hits += int(correct(out, yt).item())
+                count += int(np.prod(y.shape))
+        ret = {"loss": total_loss / max(n, 1)}
+        if count:
+            ret["accuracy"] = hits / count
+        return ret
+
+    # *** the loop ***
+
+    def fit(self, log: MetricsLog, resume: bool = False, on_step: Callable[[int, int, float], None] | None = None,
+            say: Callable[[str], None] = print) -> Summary:  # fmt: skip
+        """Train until the run's last step (continuing from the newest checkpoint when resuming), evaluating and
+        checkpointing after every epoch, stopping early when the spec says so."""
+        folder = log.folder
+        checkpoint_folder(folder)  # NOTE: a link in its place is refused before anything is read or cleaned up there
+        cleanup_partial_files(folder)
+        pos = self.restore(folder, say) if resume else Position()
+        if resume:
+            log.rewind(pos.step, pos.epoch)
+        rng = np.random.default_rng(self.spec.values["seed"])
+        if pos.data_rng is not None:
+            rng.bit_generator.state = pos.data_rng
+        valid = next((r for r in reversed(log.records) if r["split"] == "valid"), {})
+        with _deferred_interrupt() as interrupted:
+            while pos.step < self.total_steps and pos.stopped is None:
+                epoch, start, pos.data_rng = pos.epoch + 1, time.perf_counter(), dict(rng.bit_generator.state)
+                shuffle = self.spec.values["data"]["shuffle"]
+                for i, (x, y) in enumerate(batches(self.data.x_train, self.data.y_train, self.spec.batch_size,
+                                                   shuffle, rng)):  # fmt: skip
+                    if i < pos.skip:
+                        continue  # NOTE: resuming mid-epoch: these batches were trained before the interruption
+                    self._step(log, pos, epoch, x, y, on_step)
+                    if pos.step == self.total_steps:
+                        break
+                    if interrupted():
+                        pos.skip = i + 1
+                        raise Interrupted(self.save_checkpoint(folder, "interrupted", pos))
+                trained = len(pos.losses)
+                log.log({"split": "train_epoch", "epoch": epoch, "step": pos.step, "loss": float(np.mean(pos.losses)),
+                         "lr": self.schedule.get_lr(), "examples_per_s": (trained - pos.skip) * self.spec.batch_size
+                         / (time.perf_counter() - start)})  # fmt: skip
+                pos.epoch, pos.skip, pos.losses, pos.data_rng = epoch, 0, [], dict(rng.bit_generator.state)
+                valid = self._end_epoch(log, pos, say)
+            return self._finish(log, pos, valid, say)  # NOTE: a Ctrl-C now waits until the final weights are written
+
+    def _step(self, log: MetricsLog, pos: Position, epoch: int, x: np.ndarray, y: np.ndarray,
+              on_step: Callable[[int, int, float], None] | None) -> None:  # fmt: skip
+        loss = self.step_fn(Tensor(x), Tensor(y)).item()
+        pos.step += 1
+        if not math.isfinite(loss):
+            last = newest_checkpoint(log.folder)
+            raise NonFiniteLoss(f"the loss became {loss} at step {pos.step} (epoch {epoch}); last good checkpoint: "
+                                f"{last[0] if last else 'none'}. Try a lower train.lr or set "
+                                "train.clip_grad_norm")  # fmt: skip
+        pos.losses.append(loss)
+        if pos.step % self.train["log_every"] == 0:
+            log.log({"split": "train", "epoch": epoch, "step": pos.step, "loss": loss, "lr": self.schedule.get_lr()})
+        self.schedule.step()
+        if on_step is not None:
+            on_step(epoch, pos.step, loss)
+
+    def _end_epoch(self, log: MetricsLog, pos: Position, say: Callable[[str], None]) -> dict[str, float]:
+        """Evaluate, keep the best, checkpoint, and decide whether to stop early."""
+        t, ckpt, folder, epoch = self.train, self.checkpoint_config, log.folder, pos.epoch
+        valid = self.evaluate() if len(self.data.x_valid) else {}
+        if valid:
+            log.log({"split": "valid", "epoch": epoch, "step": pos.step, **valid})
+        improved = False
+        if valid:
+            value, delta = self._watched(valid), (t["early_stopping"] or {"min_delta": 0.0})["min_delta"]
+            improved = pos.best is None or self._better(value, pos.best, 0.0)
+            if improved:
+                pos.best, pos.best_epoch = value, epoch
+            pos.ref, pos.stale = (value, 0) if pos.ref is None or self._better(value, pos.ref, delta) else \
+                (pos.ref, pos.stale + 1)  # fmt: skip
+        stop = t["early_stopping"]
+        if stop and valid and pos.stale >= stop["patience"] and pos.step < self.total_steps:
+            best = f"{pos.best:.4g}" if pos.best is not None else "none"
+            pos.stopped = (f"valid {self.metric} did not improve by more than {stop['min_delta']:g} for "
+                           f"{plural(stop['patience'], 'epoch')} (best {best} at epoch {pos.best_epoch})")  # fmt: skip
+            log.log({"split": "stop", "epoch": epoch, "step": pos.step, "reason": pos.stopped})
+        say(self.epoch_line(epoch, log))
+        if improved and (ckpt["keep_best"] or self.final_choice == "best"):
+            self.save_checkpoint(folder, "best", pos)
+        if epoch % ckpt["every_epochs"] == 0 or pos.step == self.total_steps or pos.stopped:
+            self.save_checkpoint(folder, f"epoch-{epoch:05d}", pos)
+            (folder / "checkpoints" / "interrupted.safetensors").unlink(missing_ok=True)  # NOTE: now older
+            prune(folder, ckpt["keep"])
+        if pos.stopped:
+            say(f"early stopping after epoch {epoch}: {pos.stopped}")
+        return valid
+
+    def epoch_line(self, epoch: int, log: MetricsLog) -> str:
+        """One line per epoch, for the console: its training loss and validation metrics."""
+        rows = [r for r in log.records if r.get("epoch") == epoch and r["split"] in ("train_epoch", "valid")]
+        parts = [f"epoch {epoch:>{len(str(self.epochs))}}/{self.epochs}"]
+        for r in rows:
+            name = "train" if r["split"] == "train_epoch" else "valid"
+            parts += [f"{name} {k} {v:.4f}" for k, v in r.items() if k in ("loss", "accuracy")]
+        return "  ".join(parts)
+
+    def _finish(self, log: MetricsLog, pos: Position, valid: dict[str, float], say: Callable[[str], None]) -> Summary:
+        """model.safetensors: the best epoch's weights or the last ones, as train.final_weights says; the plot."""
+        folder = log.folder
+        best = folder / "checkpoints" / "best.safetensors"
+        final = "best" if self.final_choice == "best" and pos.best_epoch is not None and best.exists() else "last"
+        if final == "best":
+            names = [f"model.{k}" for k in get_state_dict(self.model)]  # NOTE: its optimizer state is not needed
+            try:
+                tensors = {k[6:]: v for k, v in safe_load(best, keys=names).items()}
+            except OSError as e:
+                raise SpecError.at(None, f"cannot read the best checkpoint {best}: {e.strerror or e}") from None
+            except SafetensorsError as e:
+                raise unusable(e, f"the best checkpoint {best}", "delete it, then resume: the last weights become the "
+                               "final ones") from None  # fmt: skip
+        else:
+            tensors = get_state_dict(self.model)
+        final_epoch = pos.best_epoch if final == "best" else pos.epoch
+        meta = {**self.metadata(), "weights": final, "epoch": str(final_epoch)}
+        safe_save(tensors, folder / FINAL, metadata=meta)
+        write_plot(folder, log.records, say)
+        last = [p for p in checkpoints(folder) if p.name.startswith("epoch-")]
+        return Summary(valid, self.metric, pos.best, pos.best_epoch, final, self.final_choice, final_epoch or pos.epoch,
+                       pos.stopped, folder / FINAL, last[-1] if last else None)  # fmt: skip
+
+    # *** what is watched ***
+
+    @property
+    def metric(self) -> str:
+        """The validation metric that decides the best epoch (and early stopping)."""
+        metric = (self.train["early_stopping"] or {}).get("metric", "loss")
+        return metric if metric != "accuracy" or self.data.task in ("classify", "language") else "loss"
+
+    @property
+    def final_choice(self) -> str:
+        return self.train.get("final_weights") or "best"
+
+    @property
+    def checkpoint_config(self) -> dict[str, Any]:
+        return self.train["checkpoint"] or {"every_epochs": 1, "keep": 3, "keep_best": True}
+
+    def _watched(self, valid: dict[str, float]) -> float:
+        return valid.get(self.metric, valid["loss"])
+
+    def _better(self, value: float, than: float, delta: float) -> bool:
+        """Whether `value` of the watched metric improves on `than` by more than `delta`."""
+        return value > than + delta if self.metric == "accuracy" else value < than - delta
+
+    # *** checkpoints ***
+
+    def metadata(self) -> dict[str, str]:
+        """What `specgrad run` and the exporters need besides the weights: the spec's hash, the task, the training
+        split's input statistics, the regression targets' statistics and the class names."""
+        d = self.data
+        meta = {"spec_hash": spec_hash(self.spec.values), "name": str(self.spec.values["name"]), "task": d.task,
+                "normalization": _listed(d.stats), "target_normalization": _listed(d.target_stats)}  # fmt: skip
+        if d.task == "classify":
+            names = d.class_names or [str(k) for k in range(d.num_classes or 0)]
+            meta["class_names"] = json.dumps(list(names))
+        return meta
+
+    def save_checkpoint(self, folder: Path, name: str, pos: Position) -> Path:
+        """Model, optimizer and position, written atomically (a crash leaves the previous file)."""
+        path = checkpoint_folder(folder) / f"{name}.safetensors"
+        tensors = {
+            **{f"model.{k}": v for k, v in get_state_dict(self.model).items()},
+            **{f"optimizer.{k}": v for k, v in get_state_dict(self.opt).items() if not k.startswith("params.")},
+        }
+        meta = {**self.metadata(), **pos.to_meta(), "tensor_rng": json.dumps(Tensor._rng.bit_generator.state),
+                "device": str(self.opt.device)}  # fmt: skip
+        safe_save(tensors, path, metadata=meta)
+        return path
+
+    def restore(self, folder: Path, say: Callable[[str], None]) -> Position:
+        """The newest checkpoint of a run folder loaded into the model, optimizer, schedule and random state; a run
+        stopped before its first checkpoint starts over. A damaged checkpoint or one of another spec is an error."""
+        found = newest_checkpoint(folder)
+        if found is None:
+            say(f"{folder} has no checkpoint yet (the run stopped before its first one): starting it from step 0")
+            return Position()
+        path, meta = found
+        if meta.get("spec_hash") != spec_hash(self.spec.values) or "position" not in meta:
+            raise SpecError.at(None, f"{path} was not written for the spec of {folder}",
+                               "resume a run folder as `specgrad train` left it")  # fmt: skip
+        fix = "delete it to resume from the one before"
+        try:
+            pos, tensor_rng = Position.from_meta(meta), from_json(meta, "tensor_rng")
+            check_rng_state(tensor_rng, "its tensor_rng")
+        except BadMetadata as e:
+            raise SpecError.at(None, f"the checkpoint {path} is damaged ({e})", fix) from None
+        try:
+            tensors = safe_load(path)  # NOTE: read whole before touching the model
+        except OSError as e:
+            raise SpecError.at(None, f"cannot read the checkpoint {path}: {e.strerror or e}") from None
+        except SafetensorsError as e:
+            raise unusable(e, f"the checkpoint {path}", fix) from None
+        now = self.metadata()
+        changed = [k for k in DATA_META if meta.get(k) != now.get(k)]
+        if changed:
+            raise SpecError.at(None, f"the data has changed since {folder} started: its {', '.join(changed)} differ "
+                               "from what the checkpoints were trained with",
+                               "restore the data the run started with, or start a new run")  # fmt: skip
+        try:
+            load_state_dict(self.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
+            load_state_dict(self.opt, {k[10:]: v for k, v in tensors.items() if k.startswith("optimizer.")},
+                            strict=False)  # fmt: skip
+        except StateMismatch as e:
+            raise SpecError.at(None, f"the checkpoint {path} does not fit the model of {folder}: {e}", fix) from None
+        Tensor._rng.bit_generator.state = tensor_rng
+        self.schedule.step(epoch=pos.step)
+        if pos.step >= self.total_steps or pos.stopped:
+            say(f"{folder} has finished ({plural(pos.step, 'step')}{', stopped early' if pos.stopped else ''}): "
+                "writing its final weights again")  # fmt: skip
+            return pos
+        batches = len(self.data.x_train) // self.spec.batch_size
+        where = f"epoch {pos.epoch + 1}, batch {pos.skip + 1}" if 0 < pos.skip < batches else \
+            f"the end of epoch {pos.epoch + (pos.skip == batches)}"  # fmt: skip
+        say(f"resuming from {path.name}: step {pos.step} of {self.total_steps} ({where})")
+        return pos
+
+
+class Interrupted(Exception):
+    """Ctrl-C: training stopped after a whole step; `path` is the checkpoint written for --resume."""
+
+    def __init__(self, path: Path):
+        super().__init__(str(path))
+        self.path = path
+
+
+@contextlib.contextmanager
+def _deferred_interrupt() -> Iterator[Callable[[], bool]]:
+    """Ctrl-C sets a flag the loop reads between steps, so a step is never cut in half."""
+    pressed = [False]
+    if threading.current_thread() is not threading.main_thread():
+        yield lambda: False
+        return
+    previous = signal.signal(signal.SIGINT, lambda signum, frame: pressed.__setitem__(0, True))
+    try:
+        yield lambda: pressed[0]
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def write_plot(folder: Path, records: list[dict[str, Any]], say: Callable[[str], None]) -> None:
+    """metrics.png: loss (and accuracy) per epoch, when matplotlib is installed (an optional extra)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        say("matplotlib is not installed, so there is no metrics.png (pip install 'specgrad[plot]')")
+        return
+    names = ["loss"] + (["accuracy"] if any("accuracy" in r for r in records) else [])
+    fig, axes = plt.subplots(1, len(names), figsize=(5 * len(names), 4), squeeze=False)
+    for ax, name in zip(axes[0], names):
+        for split in ("train_epoch", "valid"):
+            rows = [r for r in records if r["split"] == split and name in r]
+            if rows:
+                ax.plot([r["epoch"] for r in rows], [r[name] for r in rows], marker=".", label=split)
+        ax.set_title(name)
+        ax.set_xlabel("epoch")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend()
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    atomic_write(folder / "metrics.png", buf.getvalue())
