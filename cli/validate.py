@@ -40,7 +40,9 @@ def summary_table(spec: ValidSpec) -> Table:
     # NOTE: a Text, never markup ('[' in a path is text), escaped (a path cannot drive the terminal)
     table = Table(title=Text(printable(f"{spec.values['name']} ({spec.path})")), title_justify="left")
     for col in ("#", "node", "layer", "output shape", "params", "FLOPs", "activations"):
-        table.add_column(col, justify="right" if col in ("#", "params", "FLOPs", "activations") else "left")
+        # NOTE: fold, never an ellipsis: a narrow terminal wraps a cell, it does not cut it
+        table.add_column(col, justify="right" if col in ("#", "params", "FLOPs", "activations") else "left",
+                         overflow="fold")  # fmt: skip
     for name, (shape, dtype) in spec.inputs.items():
         table.add_row("", name, f"input ({dtype})", str(list(shape)), "", "", "")
     for i, s in enumerate(spec.steps):
@@ -51,6 +53,16 @@ def summary_table(spec: ValidSpec) -> Table:
     table.add_row("", "total", f"batch {spec.batch_size}", "", f"{spec.params:,}", _size(spec.flops_per_example),
                   _bytes(spec.activation_bytes))  # fmt: skip
     return table
+
+
+def _print_table(table: Table) -> None:
+    """On a terminal, as wide as the terminal allows; piped or in a CI log (no terminal, where rich assumes 80 columns),
+    as wide as the table needs, so no column is ever cut."""
+    console = Console()
+    if not console.is_terminal:
+        wide = console.measure(table, options=console.options.update_width(100_000)).maximum
+        console = Console(width=max(wide, console.width))
+    console.print(table)
 
 
 def summary_json(spec: ValidSpec) -> dict:
@@ -114,7 +126,7 @@ def validate(spec: Path, overrides: list[str], as_json: bool) -> None:
     if as_json:
         typer.echo(json.dumps({**summary_json(result), "data": data_json(data)}, indent=2))
         return
-    Console().print(summary_table(result))
+    _print_table(summary_table(result))
     if data is not None:
         typer.echo(data_line(data))
     typer.echo(f"{printable(str(spec))}: valid; {result.params:,} parameters, {_size(result.step_flops, ' FLOP')} per "

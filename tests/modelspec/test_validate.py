@@ -34,6 +34,17 @@ def test_every_example_spec_validates(spec: Path) -> None:
     assert "valid;" in result.output and "parameters" in result.output
 
 
+def test_the_cost_table_is_never_cut_when_piped() -> None:
+    """A CI log or `| less` has no terminal, where rich assumes 80 columns and cut the layer column to 'self_atten…'.
+    Piped, the table takes the width it needs; every layer and every figure is printed whole."""
+    spec = ROOT / "specs" / "char_gpt.yaml"
+    out = runner.invoke(app, ["validate", str(spec)]).output
+    assert "…" not in out
+    assert out.count("self_attention") == 2 and "761.7M FLOP" in out
+    rows = [line for line in out.splitlines() if line.startswith("│")]
+    assert len({len(line) for line in rows}) == 1, "every row the same width: no cell wrapped"
+
+
 def test_summary_numbers(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
     path.write_text(GOOD)
