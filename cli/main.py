@@ -89,6 +89,12 @@ def validate_command(
     spec: Annotated[Path, typer.Argument(help="the spec file (YAML), or a run folder (its spec.resolved.yaml)")],
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary or the errors as JSON")] = False,
+    batch: Annotated[
+        int | None,
+        typer.Option(
+            min=1, max=1 << 16, help="batch size for the cost report and the memory check (default: the spec's)"
+        ),
+    ] = None,
     root: Root = None,
     allow_outside: AllowOutside = False,
     max_file_mb: MaxFileMb = None,
@@ -96,7 +102,7 @@ def validate_command(
     """Check a spec without running anything: every problem with file:line:col, or a summary of the model."""
     with handled(), reading_policy(root, allow_outside, max_file_mb):
         check_paths({"SPEC": spec})
-        validate(spec, overrides or [], as_json)
+        validate(spec, overrides or [], as_json, batch)
 
 
 @app.command("train")

@@ -115,9 +115,9 @@ def _fail(problems: list[Problem], as_json: bool) -> None:
     raise typer.Exit(1)
 
 
-def validate(spec: Path, overrides: list[str], as_json: bool) -> None:
+def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None = None) -> None:
     try:
-        result = validate_file(spec_file(spec), overrides)
+        result = validate_file(spec_file(spec), overrides, batch=batch)
     except SpecError as e:
         _fail(e.problems, as_json)
     data, problems = inspect_data(result)  # NOTE: the data contract: the data as the model, loss and labels need it

@@ -154,9 +154,13 @@ class ValidSpec:
         return next(s.out_shape for s in self.steps if s.name == name)
 
 
-def validate_file(path: str | Path, overrides: Sequence[str] = (), data_files: bool = True) -> ValidSpec:
+def validate_file(
+    path: str | Path, overrides: Sequence[str] = (), data_files: bool = True, batch: int | None = None
+) -> ValidSpec:
     """Every problem of the first stage that has any, as one SpecError; otherwise the validated spec. With data_files
-    False a missing data file is no problem (running or exporting trained weights does not read it)."""
+    False a missing data file is no problem (running or exporting trained weights does not read it). `batch` replaces
+    the spec's data.batch_size for the cost figures and the memory check (validate --batch; a spec without a data
+    section has no batch of its own)."""
     root = resolve(path, overrides)
     if root.kind != "map":
         raise SpecError([Problem(f"a spec is a mapping of keys like specgrad:, name:, model:, got {describe(root)}",
@@ -179,7 +183,7 @@ def validate_file(path: str | Path, overrides: Sequence[str] = (), data_files: b
     values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)
               for k, f in TOP.fields.items()}  # fmt: skip
     spec = ValidSpec(str(path), values, {k: (s, d) for k, (s, d, _) in inputs.items()}, tuple(steps), outputs,
-                     values["data"]["batch_size"])  # fmt: skip
+                     batch or values["data"]["batch_size"])  # fmt: skip
     _check_inputs_fit_data(spec, root)
     _check_budget(spec, model.loc)
     return spec

@@ -34,6 +34,20 @@ def test_every_example_spec_validates(spec: Path) -> None:
     assert "valid;" in result.output and "parameters" in result.output
 
 
+def test_batch_option_sets_the_cost_report_and_the_memory_check(tmp_path: Path) -> None:
+    """A spec without a data section has no batch of its own (32 was assumed); --batch N costs the step at N, and the
+    memory check uses it too, where --set data.batch_size would demand a data source."""
+    (spec := tmp_path / "tiny.yaml").write_text(GOOD)
+    small = json.loads(runner.invoke(app, ["validate", str(spec), "--json"]).output)
+    big = json.loads(runner.invoke(app, ["validate", str(spec), "--json", "--batch", "1024"]).output)
+    assert (small["batch_size"], big["batch_size"]) == (32, 1024)
+    assert big["activation_bytes"] == small["activation_bytes"] * 32 and big["params"] == small["params"]
+    assert "batch 1024" in runner.invoke(app, ["validate", str(spec), "--batch", "1024"]).output
+    over = runner.invoke(app, ["validate", str(ROOT / "specs" / "char_gpt.yaml"), "--batch", "60000"])
+    assert over.exit_code == 1 and "a batch of 60000" in over.output and "budget" in over.output
+    assert runner.invoke(app, ["validate", str(spec), "--batch", "0"]).exit_code == 2
+
+
 def test_the_cost_table_is_never_cut_when_piped() -> None:
     """A CI log or `| less` has no terminal, where rich assumes 80 columns and cut the layer column to 'self_atten…'.
     Piped, the table takes the width it needs; every layer and every figure is printed whole."""
