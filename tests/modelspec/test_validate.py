@@ -492,3 +492,14 @@ def test_each_feature_is_listed_once(tmp_path: Path) -> None:
     text = CSV_SPEC.replace("[2]", "[4]").replace("target: y", "target: y, features: [rooms, rooms, area, age]")
     assert problems_of(tmp_path, text) == ["bad.yaml:5:63: error: data.features lists 'rooms' twice (first on line 5)"
                                            "\n  hint: list each column once"]  # fmt: skip
+
+
+def test_json_fields_are_the_documented_ones(tmp_path: Path) -> None:
+    """docs/spec.md "The cost report" lists every field of validate --json; a field added or renamed goes there too."""
+    docs = (ROOT / "docs" / "spec.md").read_text()
+    section = docs[docs.index("## The cost report") : docs.index("## Limits")]
+    valid = json.loads(runner.invoke(app, ["validate", str(ROOT / "specs" / "house_prices.yaml"), "--json"]).output)
+    (bad := tmp_path / "bad.yaml").write_text("specgrad: 1\nname: x\n")
+    invalid = json.loads(runner.invoke(app, ["validate", str(bad), "--json"]).output)
+    fields = {*valid, *valid["steps"][0], *valid["inputs"]["input"], *valid["data"], *invalid, *invalid["errors"][0]}
+    assert all(f"`{name}`" in section for name in fields), sorted(f for f in fields if f"`{f}`" not in section)
