@@ -26,7 +26,7 @@ from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import check_regular, read_data
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.nn.state import SafetensorsError, StateMismatch, load_state_dict, safe_load, safe_load_metadata
-from specgrad.train.data import standardize
+from specgrad.train.data import is_number, standardize
 from specgrad.train.run_folder import final_weights, spec_file, spec_hash, unusable
 
 CHUNK = 1024  # examples per forward pass: at most two shapes to compile, and bounded memory for big files
@@ -278,19 +278,11 @@ def _read_csv(raw: bytes, path: Path, spec: ValidSpec, allow_nonfinite: bool) ->
         raise SpecError.at(Location(str(path), 1, 1), f"{path.name} is empty: a CSV input needs a header row naming "
                            "the columns, then one row per example")  # fmt: skip
     (hline, header), rows = (rows[0][0], [h.strip() for h in rows[0][1]]), rows[1:]
-    if all(_is_number(h) for h in header):
+    if all(is_number(h) for h in header):
         raise SpecError.at(Location(str(path), hline, 1), f"the first row of {path.name} holds numbers: a CSV input "
                            "needs a header row naming the columns", "add a header row")  # fmt: skip
     cols = _csv_columns(spec, header, Location(str(path), hline, 1), path)
     return _csv_values(rows, header, cols, path, allow_nonfinite)
-
-
-def _is_number(s: str) -> bool:
-    try:
-        float(s)
-    except ValueError:
-        return False
-    return True
 
 
 def _csv_columns(spec: ValidSpec, header: list[str], loc: Location, path: Path) -> list[int]:
@@ -316,11 +308,11 @@ def _csv_values(rows: list[tuple[int, list[str]]], header: list[str], cols: list
             continue
         for j, c in enumerate(cols):
             s = cells[c].strip()
-            v = float(s) if _is_number(s) else math.nan
-            if not _is_number(s) or (not allow_nonfinite and not math.isfinite(v)):
-                what = "is empty" if not s else f"'{s}' is not a {'finite ' * _is_number(s)}number"
+            v = float(s) if is_number(s) else math.nan
+            if not is_number(s) or (not allow_nonfinite and not math.isfinite(v)):
+                what = "is empty" if not s else f"'{s}' is not a {'finite ' * is_number(s)}number"
                 hint = "fill in a number, or leave the row out" + ("; or pass --allow-nonfinite to run it anyway"
-                                                                  if _is_number(s) else "")  # fmt: skip
+                                                                  if is_number(s) else "")  # fmt: skip
                 where = Location(str(path), line, c + 1)
                 problems.append(Problem(f"row {line}, column '{header[c]}' {what}", where, hint))
             out[i, j] = v

@@ -625,14 +625,15 @@ def _column_hint(name: str, header: list[str]) -> str:
     parts = [did_you_mean(name, header) or ""]
     if len(header) == 1 and any(sep in header[0] for sep in ";\t"):
         parts.append("the file seems to separate values with ';' or tabs: specgrad reads commas.")
-    elif header and all(_is_number(h) for h in header):
+    elif header and all(is_number(h) for h in header):
         parts.append("the first row holds numbers: it must be a header row naming the columns.")
     more = f", and {len(header) - 20} more" if len(header) > 20 else ""
     parts.append(f"the header has: {', '.join(_quoted(h) for h in header[:20])}{more}")
     return " ".join(p for p in parts if p)
 
 
-def _is_number(s: str) -> bool:
+def is_number(s: str) -> bool:
+    """Whether a CSV cell reads as a number (float's syntax: nan and inf included)."""
     try:
         float(s)
     except ValueError:
@@ -711,7 +712,7 @@ def _int(s: str) -> int | None:
 
 
 def _is_whole(s: str) -> bool:
-    return _int(s) is not None or (_is_number(s) and float(s).is_integer())
+    return _int(s) is not None or (is_number(s) and float(s).is_integer())
 
 
 def _class_order(name: str) -> tuple[int, int, str]:
@@ -726,7 +727,7 @@ def _csv_labels(rows: list[tuple[int, list[str]]], header: list[str], col: int, 
     themselves (Python ints where the text is a whole number, so a huge label is exact; checked to be labels later);
     ragged rows are left to _csv_numbers."""
     cells = [(line, c[col].strip()) for line, c in rows if len(c) == len(header)]
-    if not any(s and not _is_number(s) for _, s in cells):
+    if not any(s and not is_number(s) for _, s in cells):
         values, problems = _csv_numbers([(line, c) for line, c in rows if len(c) == len(header)], header, [col], file)
         exact = [n if (n := _int(s)) is not None else v for (_, s), v in zip(cells, values[:, 0].tolist())]
         return np.array(exact, dtype=object), None, problems
@@ -742,7 +743,7 @@ def _stray_text_problems(rows: list[tuple[int, list[str]]], header: list[str], c
     """A column of mostly whole numbers with a few words in it is numbered classes or targets with typos, not text
     classes (which would sort '10' before '2'): each word is reported, unless data.task: classify says otherwise."""
     cells = [(line, c[col].strip()) for line, c in rows if len(c) == len(header) and c[col].strip()]
-    words = [(line, s) for line, s in cells if not _is_number(s)]
+    words = [(line, s) for line, s in cells if not is_number(s)]
     whole = sum(_is_whole(s) for _, s in cells)
     if not words or 2 * whole <= len(cells):
         return []
@@ -788,7 +789,7 @@ def _load_csv(src: _Source) -> Dataset:
     if not rows:
         raise SpecError.at(Location(str(file), hline + 1, 1), f"{file.name} has a header but no rows of data")
     col, what = cols[-1], f"the values of column '{_quoted(header[cols[-1]])}' in {file.name}"
-    texts = any(len(c) == len(header) and c[col].strip() and not _is_number(c[col].strip()) for _, c in rows)
+    texts = any(len(c) == len(header) and c[col].strip() and not is_number(c[col].strip()) for _, c in rows)
     task = src.data["task"] or ("classify" if texts else "regress")
     if src.data["task"] is None:
         _raise_cut(_stray_text_problems(rows, header, col, file), file)
