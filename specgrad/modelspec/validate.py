@@ -8,7 +8,7 @@ Imports errors, files, loader, resolve, schema, layers and graph (all in modelsp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -123,7 +123,9 @@ GRAPH_MODEL = Section("model", "a graph model", {
 
 @dataclass(frozen=True)
 class ValidSpec:
-    """A spec that passed every stage: its values with defaults filled in, its inputs, and the expanded steps."""
+    """A spec that passed every stage: its values with defaults filled in, its inputs, the expanded steps, and the
+    resolved tree (after extends, vars and --set) with every value's location, so that what comes after (data,
+    training, run, export) points at the spec's own lines without reading it again."""
 
     path: str
     values: dict[str, Any]
@@ -131,6 +133,14 @@ class ValidSpec:
     steps: tuple[Step, ...]
     outputs: tuple[str, ...]
     batch_size: int
+    root: YNode = field(repr=False, compare=False)
+
+    def node(self, *keys: str) -> YNode | None:
+        """The value at `keys` as written (located), or None where the spec does not write it."""
+        node: YNode | None = self.root
+        for k in keys:
+            node = node.get(k) if node is not None and node.kind == "map" else None
+        return node
 
     @property
     def params(self) -> int:
@@ -183,7 +193,7 @@ def validate_file(
     values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)
               for k, f in TOP.fields.items()}  # fmt: skip
     spec = ValidSpec(str(path), values, {k: (s, d) for k, (s, d, _) in inputs.items()}, tuple(steps), outputs,
-                     batch or values["data"]["batch_size"])  # fmt: skip
+                     batch or values["data"]["batch_size"], root)  # fmt: skip
     _check_inputs_fit_data(spec, root)
     _check_budget(spec, model.loc)
     return spec

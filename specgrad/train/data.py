@@ -2,7 +2,7 @@
 split with the spec's seed, standardized with training statistics only, and batched. Every problem in a data file is
 a SpecError at its file:line:col, and so is data the model cannot learn from as written (the data contract: output
 width vs classes, loss vs task, labels out of range). Imports numpy, flags, modelspec (errors, files, loader,
-resolve, schema, layers, validate) and specgrad.datasets (never Tensor: the trainer wraps arrays).
+schema, layers, validate) and specgrad.datasets (never Tensor: the trainer wraps arrays).
 
 Files are read as modelspec.files allows: inside the allowed folders, regular files of at most MAX_FILE_MB. A .npz's zip
 directory and each .npy header are checked before any array is read (array count, sizes, dtypes: never a pickle), and
@@ -35,7 +35,6 @@ from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import MIB, SIZE_HINT, check_inside, open_data, read_data
 from specgrad.modelspec.layers import LAYERS
 from specgrad.modelspec.loader import YNode
-from specgrad.modelspec.resolve import resolve
 from specgrad.modelspec.schema import did_you_mean
 from specgrad.modelspec.validate import DATA, TRAIN, ValidSpec
 
@@ -77,20 +76,16 @@ class Dataset:
 
 @dataclass(frozen=True)
 class _Source:
-    """The data section, its one input, and the spec as written (None when it cannot be re-read) for locations."""
+    """The data section and its one input; locations come from the validated spec's resolved tree."""
 
     spec: ValidSpec
     data: dict[str, Any]
     name: str
     shape: tuple[int, ...]
     dtype: str
-    root: YNode | None
 
     def node(self, *keys: str) -> YNode | None:
-        node = self.root
-        for k in keys:
-            node = node.get(k) if node is not None else None
-        return node
+        return self.spec.node(*keys)
 
     def loc(self, key: str) -> Location | None:
         """Where data.<key> is written, when the spec as written still holds the value being used."""
@@ -145,22 +140,18 @@ def _source(spec: ValidSpec) -> _Source:
     if data.get("source") is None:
         raise SpecError.at(Location(spec.path, 1, 1), "the spec has no data: section, so there is nothing to train on",
                            "add one, for example data: {source: digits}")  # fmt: skip
-    try:
-        root: YNode | None = resolve(spec.path)
-    except (SpecError, OSError):
-        root = None
     if len(spec.inputs) != 1:
-        raise SpecError.at(root.loc if root else None, f"data feeds one input, but the model has {len(spec.inputs)}: "
+        raise SpecError.at(spec.root.loc, f"data feeds one input, but the model has {len(spec.inputs)}: "
                            f"{', '.join(spec.inputs)}")  # fmt: skip
     if len(spec.outputs) > 1:
-        outputs = root.get("model").get("outputs") if root is not None and root.get("model") is not None else None
+        outputs = spec.node("model", "outputs")
         # TODO: a loss per output, weighted (train.losses), so a model with several outputs can train
         where = outputs.loc if outputs is not None else None
         raise SpecError.at(where, f"the model has {len(spec.outputs)} outputs ({', '.join(spec.outputs)}), but "
                            "training takes one: a loss per output is not supported yet",
                            "list one node under model.outputs, or join them with an op: concat node")  # fmt: skip
     name, (shape, dtype) = next(iter(spec.inputs.items()))
-    return _Source(spec, data, name, tuple(shape), dtype, root)
+    return _Source(spec, data, name, tuple(shape), dtype)
 
 
 def data_file(spec: ValidSpec) -> Path:
