@@ -53,4 +53,5 @@ def render_reference() -> str:
         shorthand = f" Shorthand: `- {name}: <{d.entry.shorthand}>`." if d.entry.shorthand else ""
         parts += [f"#### `{name}`", "", f"{d.entry.description[0].upper()}{d.entry.description[1:]}.{shorthand}", ""]
         parts += [section_table(d.entry.args), ""] if d.entry.args.fields else ["Write it as `- " + name + "`.", ""]
+        parts += [d.notes, ""] if d.notes else []
     return "\n".join([*parts, END]) + "\n"

@@ -1,0 +1,104 @@
+"""What a layer kind is: LayerDef (schema, shape rule, parameter count, FLOPs, builder, ONNX lowering, test cases),
+and the small helpers the kinds share. Shapes are per example (no batch axis); built layers take a batch axis first.
+
+Imports the public API (Tensor, nn) and modelspec.schema; the ONNX graph and Step are named for annotations only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from specgrad import Tensor
+from specgrad.helpers import prod
+from specgrad.modelspec.schema import REQUIRED, Entry, Field
+
+if TYPE_CHECKING:
+    from specgrad.export.onnx import OnnxGraph
+    from specgrad.modelspec.graph import Step
+
+Shape = tuple[int, ...]
+Layer = Callable[[Tensor], Tensor]
+# NOTE: (graph, step, the step's state-dict key prefix, input value, output value): add nodes computing out from x
+OnnxLowering = Callable[["OnnxGraph", "Step", str, str, str], None]
+
+
+class ShapeMismatch(ValueError):
+    """A layer that cannot take the shape it is given; the message says what it needs."""
+
+
+@dataclass(frozen=True)
+class Example:
+    """A test case of a layer kind: its arguments as a spec writes them, an input shape (and dtype), and what
+    validation must find (output shape, parameter count). tests/modelspec/test_registry.py builds, runs and exports
+    every example and compares the results."""
+
+    args: dict[str, Any]
+    shape: Shape
+    out: Shape
+    params: int
+    dtype: str = "float32"
+
+
+@dataclass(frozen=True)
+class LayerDef:
+    """One layer kind, all of it: `entry` (name, description, arguments with types, ranges and docs), `infer` (the
+    output shape, or ShapeMismatch), `params` and `flops` (per example; a multiply-add counts 2), `build` (an
+    nn layer or function for a batch), `onnx` (its ONNX nodes), `examples` (its test cases) and `notes` (longer docs,
+    such as axis conventions). The C export needs nothing per kind: it compiles the kernels the built layer runs."""
+
+    entry: Entry
+    infer: Callable[[Shape, dict[str, Any]], Shape]
+    build: Callable[[Shape, dict[str, Any]], Layer]
+    onnx: OnnxLowering
+    examples: tuple[Example, ...]
+    params: Callable[[Shape, dict[str, Any]], int] = lambda shape, a: 0
+    flops: Callable[[Shape, Shape, dict[str, Any]], int] = lambda i, o, a: prod(o)
+    notes: str = field(default="")
+
+    @property
+    def name(self) -> str:
+        return self.entry.name
+
+
+# *** argument fields and shape helpers the kinds share ***
+
+
+def size_field(desc: str, default: Any = REQUIRED, lo: int = 1) -> Field:
+    return Field("int", desc, default, min=lo, max=1 << 20)
+
+
+KERNEL = Field("int", "window size (one number for a square window)", REQUIRED, min=1, max=1024)
+
+
+def pair(x: int | list[int]) -> tuple[int, int]:
+    return (x, x) if isinstance(x, int) else (x[0], x[1])
+
+
+def needs(shape: Shape, n: int, what: str) -> None:
+    if len(shape) != n:
+        raise ShapeMismatch(f"needs {what}, got shape {list(shape)}")
+
+
+def needs_features(shape: Shape) -> None:
+    if not shape:
+        raise ShapeMismatch("needs at least one axis of features, got a scalar")
+
+
+def words(s: Step) -> str:
+    """How messages name a step: 'layer 3 (conv2d)' in a layer list, "node 'attn' (self_attention)" in a graph."""
+    return f"layer {s.name} ({s.what})" if s.name.isdigit() else f"node '{s.name}' ({s.what})"
+
+
+# *** ONNX pieces several kinds use ***
+
+
+def onnx_linear(g: OnnxGraph, x: str, ndim: int, weight: str, bias: str, out: str | None = None) -> str:
+    """x @ weight.T + bias (bias only when the model has it): Gemm on (batch, features), MatMul and Add on more
+    axes."""
+    b = [g.param(bias)] if g.has(bias) else []
+    if ndim == 2:
+        return g.node("Gemm", x, g.param(weight), *b, out=out, transB=1)
+    y = g.node("MatMul", x, g.node("Transpose", g.param(weight), perm=[1, 0]), out=None if b else out)
+    return g.node("Add", y, b[0], out=out) if b else y
