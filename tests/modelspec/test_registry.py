@@ -18,7 +18,7 @@ from specgrad.export.onnx import export_onnx
 from specgrad.modelspec.builder import Model, build_model
 from specgrad.modelspec.layers import LAYERS, Example, LayerDef
 from specgrad.modelspec.validate import ValidSpec, validate_file
-from specgrad.nn.state import get_parameters
+from specgrad.nn.state import get_state_dict
 
 CASES = [(name, i) for name, d in LAYERS.items() for i in range(len(d.examples))]
 
@@ -31,7 +31,7 @@ def _ids(case: tuple[str, int]) -> str:
 def test_every_kind_has_every_part(name: str) -> None:
     d: LayerDef = LAYERS[name]
     assert d.name == name and d.entry.description and d.entry.args.description
-    for part in (d.infer, d.build, d.onnx, d.params, d.flops):
+    for part in (d.infer, d.build, d.onnx, d.weights, d.flops):
         assert callable(part)
     assert d.examples, f"{name} has no examples"
     for key, f in d.entry.args.fields.items():
@@ -72,8 +72,9 @@ def test_example_validates_builds_and_runs(case: tuple[str, int], tmp_path: Path
     assert (step.out_shape, step.params) == (e.out, e.params)
     assert step.flops >= 0
     model = build_model(spec)
-    counted = sum(int(np.prod(t.shape)) for t in get_parameters(model) if t.requires_grad)
-    assert counted == e.params, "the built layer's parameters differ from the registry's count"
+    state = get_state_dict(model)
+    trainable = {k.removeprefix("steps.0.1."): tuple(t.shape) for k, t in state.items() if t.requires_grad}
+    assert trainable == LAYERS[name].weights(e.shape, step.args), "the built layer's weights differ from the registry's"
     y = _forward(model, _inputs(e, 3, 0))
     assert y.shape == (3, *e.out) and np.isfinite(y).all()
 

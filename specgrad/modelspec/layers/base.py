@@ -44,22 +44,27 @@ class Example:
 @dataclass(frozen=True)
 class LayerDef:
     """One layer kind, all of it: `entry` (name, description, arguments with types, ranges and docs), `infer` (the
-    output shape, or ShapeMismatch), `params` and `flops` (per example; a multiply-add counts 2), `build` (an
-    nn layer or function for a batch), `onnx` (its ONNX nodes), `examples` (its test cases) and `notes` (longer docs,
-    such as axis conventions). The C export needs nothing per kind: it compiles the kernels the built layer runs."""
+    output shape, or ShapeMismatch), `weights` (the shape of each trainable tensor, by its state-dict key within the
+    layer), `flops` (per example; a multiply-add counts 2), `build` (an nn layer or function for a batch), `onnx` (its
+    ONNX nodes), `examples` (its test cases) and `notes` (longer docs, such as axis conventions). The C export needs
+    nothing per kind: it compiles the kernels the built layer runs."""
 
     entry: Entry
     infer: Callable[[Shape, dict[str, Any]], Shape]
     build: Callable[[Shape, dict[str, Any]], Layer]
     onnx: OnnxLowering
     examples: tuple[Example, ...]
-    params: Callable[[Shape, dict[str, Any]], int] = lambda shape, a: 0
+    weights: Callable[[Shape, dict[str, Any]], dict[str, Shape]] = lambda shape, a: {}
     flops: Callable[[Shape, Shape, dict[str, Any]], int] = lambda i, o, a: prod(o)
     notes: str = field(default="")
 
     @property
     def name(self) -> str:
         return self.entry.name
+
+    def params(self, shape: Shape, args: dict[str, Any]) -> int:
+        """Trainable values of one layer of this kind taking `shape`."""
+        return sum(prod(s) for s in self.weights(shape, args).values())
 
 
 # *** argument fields and shape helpers the kinds share ***
@@ -84,6 +89,11 @@ def needs(shape: Shape, n: int, what: str) -> None:
 def needs_features(shape: Shape) -> None:
     if not shape:
         raise ShapeMismatch("needs at least one axis of features, got a scalar")
+
+
+def with_bias(weights: dict[str, Shape], bias: bool, *shapes: tuple[str, Shape]) -> dict[str, Shape]:
+    """`weights` plus the bias tensors `shapes` when the layer has a bias."""
+    return {**weights, **dict(shapes)} if bias else weights
 
 
 def words(s: Step) -> str:

@@ -6,7 +6,17 @@ from typing import TYPE_CHECKING
 
 from specgrad import nn
 from specgrad.helpers import prod
-from specgrad.modelspec.layers.base import KERNEL, Example, LayerDef, Shape, ShapeMismatch, needs, pair, size_field
+from specgrad.modelspec.layers.base import (
+    KERNEL,
+    Example,
+    LayerDef,
+    Shape,
+    ShapeMismatch,
+    needs,
+    pair,
+    size_field,
+    with_bias,
+)
 from specgrad.modelspec.schema import Entry, Field, Section
 
 if TYPE_CHECKING:
@@ -57,7 +67,8 @@ CONV2D = LayerDef(
     examples=(Example({"out": 4, "kernel": 3}, (2, 7, 6), (4, 5, 4), 4 * 2 * 9 + 4),
               Example({"out": 4, "kernel": 3, "stride": 2, "padding": 2, "dilation": 2, "groups": 2, "bias": False},
                       (2, 9, 9), (4, 5, 5), 4 * 1 * 9)),
-    params=lambda s, a: a["out"] * (s[0] // a["groups"]) * prod(pair(a["kernel"])) + (a["out"] if a["bias"] else 0),
+    weights=lambda s, a: with_bias({"weight": (a["out"], s[0] // a["groups"], *pair(a["kernel"]))}, a["bias"],
+                                   ("bias", (a["out"],))),
     flops=lambda i, o, a: 2 * prod(o) * (i[0] // a["groups"]) * prod(pair(a["kernel"])),
 )  # fmt: skip
 

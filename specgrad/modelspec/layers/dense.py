@@ -6,7 +6,15 @@ from typing import TYPE_CHECKING
 
 from specgrad import Tensor, nn
 from specgrad.helpers import prod
-from specgrad.modelspec.layers.base import Example, LayerDef, Shape, needs_features, onnx_linear, size_field
+from specgrad.modelspec.layers.base import (
+    Example,
+    LayerDef,
+    Shape,
+    needs_features,
+    onnx_linear,
+    size_field,
+    with_bias,
+)
 from specgrad.modelspec.layers.elementwise import ACTIVATIONS
 from specgrad.modelspec.schema import Entry, Field, Section
 
@@ -31,7 +39,7 @@ LINEAR = LayerDef(
     onnx=lambda g, s, p, x, out: onnx_linear(g, g.to_float(x), len(s.in_shapes[0]) + 1, p + "weight", p + "bias",
                                              out),
     examples=(Example({"out": 7}, (5,), (7,), 42), Example({"out": 3, "bias": False}, (2, 4, 6), (2, 4, 3), 18)),
-    params=lambda s, a: s[-1] * a["out"] + (a["out"] if a["bias"] else 0),
+    weights=lambda s, a: with_bias({"weight": (a["out"], s[-1])}, a["bias"], ("bias", (a["out"],))),
     flops=lambda i, o, a: 2 * prod(i) * a["out"],
 )  # fmt: skip
 
@@ -68,7 +76,8 @@ MLP_LAYER = LayerDef(
     onnx=_mlp_onnx,
     examples=(Example({"hidden": 8, "activation": "silu"}, (3, 5), (3, 5), 2 * 5 * 8 + 8 + 5),
               Example({"hidden": 6, "bias": False}, (4,), (4,), 2 * 4 * 6)),
-    params=lambda s, a: 2 * s[-1] * a["hidden"] + ((a["hidden"] + s[-1]) if a["bias"] else 0),
+    weights=lambda s, a: with_bias({"fc1.weight": (a["hidden"], s[-1]), "fc2.weight": (s[-1], a["hidden"])},
+                                   a["bias"], ("fc1.bias", (a["hidden"],)), ("fc2.bias", (s[-1],))),
     flops=lambda i, o, a: 4 * prod(i) * a["hidden"],
 )  # fmt: skip
 

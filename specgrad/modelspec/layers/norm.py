@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 
 from specgrad import nn
 from specgrad.helpers import prod
-from specgrad.modelspec.layers.base import Example, Layer, LayerDef, Shape, ShapeMismatch
+from specgrad.modelspec.layers.base import Example, Layer, LayerDef, Shape, ShapeMismatch, with_bias
 from specgrad.modelspec.schema import Entry, Field, Section
 
 if TYPE_CHECKING:
@@ -41,23 +41,25 @@ BATCHNORM = LayerDef(
     onnx=_batchnorm_onnx,
     examples=(Example({}, (3, 4, 4), (3, 4, 4), 6), Example({"momentum": 0.5, "eps": 0.1}, (5,), (5,), 10),
               Example({}, (4, 6), (4, 6), 8)),
-    params=lambda s, a: 2 * s[0],
+    weights=lambda s, a: {"weight": (s[0],), "bias": (s[0],)},
     flops=lambda i, o, a: 4 * prod(i),
 )  # fmt: skip
 
 
 def _layernorm_onnx(g: OnnxGraph, s: Step, p: str, x: str, out: str) -> None:
-    g.node("LayerNormalization", g.to_float(x), g.param(p + "weight"), g.param(p + "bias"), out=out, axis=-1,
-           epsilon=s.args["eps"])  # fmt: skip
+    b = [g.param(p + "bias")] if s.args["bias"] else []
+    g.node("LayerNormalization", g.to_float(x), g.param(p + "weight"), *b, out=out, axis=-1, epsilon=s.args["eps"])
 
 
 LAYERNORM = LayerDef(
-    Entry("layernorm", "normalise the last axis of each example", Section("layernorm", "arguments", {"eps": EPS})),
+    Entry("layernorm", "normalise the last axis of each example", Section("layernorm", "arguments", {
+        "eps": EPS,
+        "bias": Field("bool", "add a learned shift after the scale", True)})),
     infer=_keep,
-    build=lambda shape, a: nn.LayerNorm(shape[-1], eps=a["eps"]),
+    build=lambda shape, a: nn.LayerNorm(shape[-1], eps=a["eps"], bias=a["bias"]),
     onnx=_layernorm_onnx,
-    examples=(Example({}, (3, 8), (3, 8), 16), Example({"eps": 0.01}, (6,), (6,), 12)),
-    params=lambda s, a: 2 * s[-1],
+    examples=(Example({}, (3, 8), (3, 8), 16), Example({"eps": 0.01, "bias": False}, (6,), (6,), 6)),
+    weights=lambda s, a: with_bias({"weight": (s[-1],)}, a["bias"], ("bias", (s[-1],))),
     flops=lambda i, o, a: 5 * prod(i),
 )  # fmt: skip
 

@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from specgrad import Tensor, nn
-from specgrad.helpers import prod
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.layers.base import (
     Example,
@@ -19,6 +18,7 @@ from specgrad.modelspec.layers.base import (
     needs,
     onnx_linear,
     size_field,
+    with_bias,
     words,
 )
 from specgrad.modelspec.schema import Entry, Field, Section
@@ -46,7 +46,7 @@ EMBEDDING = LayerDef(
     build=lambda shape, a: nn.Embedding(a["vocab"], a["dim"]),
     onnx=_embedding_onnx,
     examples=(Example({"vocab": 8, "dim": 5}, (6,), (6, 5), 40, "int32"),),
-    params=lambda s, a: a["vocab"] * a["dim"],
+    weights=lambda s, a: {"weight": (a["vocab"], a["dim"])},
     flops=lambda i, o, a: 0,
 )  # fmt: skip
 
@@ -73,7 +73,7 @@ POSITIONAL = LayerDef(
     build=lambda shape, a: Positional(*shape),
     onnx=lambda g, s, p, x, out: g.node("Add", g.to_float(x), g.param(p + "weight"), out=out),
     examples=(Example({}, (6, 4), (6, 4), 24),),
-    params=lambda s, a: prod(s),
+    weights=lambda s, a: {"weight": s},
 )  # fmt: skip
 
 
@@ -118,7 +118,8 @@ SELF_ATTENTION = LayerDef(
     onnx=_attention_onnx,
     examples=(Example({"heads": 2, "causal": True}, (5, 8), (5, 8), 4 * 64 + 4 * 8),
               Example({"heads": 1, "bias": False}, (3, 4), (3, 4), 4 * 16)),
-    params=lambda s, a: 4 * s[1] * s[1] + (4 * s[1] if a["bias"] else 0),
+    weights=lambda s, a: with_bias({"in_proj_weight": (3 * s[1], s[1]), "out_proj.weight": (s[1], s[1])}, a["bias"],
+                                   ("in_proj_bias", (3 * s[1],)), ("out_proj.bias", (s[1],))),
     flops=_attention_flops,
 )  # fmt: skip
 
