@@ -1,7 +1,7 @@
 """Build a model from a validated spec with specgrad.nn: each layer step from its kind's builder in the registry
 (modelspec.layers), each op from _OPS below.
 
-Imports the public API (Tensor, nn), modelspec.layers and modelspec.validate.
+Imports the public API (Tensor, nn.state) and modelspec (layers, validate, weights).
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ from collections.abc import Callable
 from specgrad import Tensor
 from specgrad.modelspec.layers import LAYERS, Layer
 from specgrad.modelspec.validate import ValidSpec
+from specgrad.modelspec.weights import init_tensors, tie_target, weight_names
+from specgrad.nn.state import get_state_dict, load_state_dict
 
 
 class Model:
@@ -22,6 +24,7 @@ class Model:
         self.steps = [(name, layer) for name, layer, _, _ in steps]  # NOTE: the only place layers live (state dict)
         self._plan = [(name, op, srcs) for name, _, op, srcs in steps]
         self.input_names, self.output_names, self._axes = inputs, outputs, axes
+        self.lr_scales: dict[int, float] = {}  # NOTE: id(weight) -> its learning-rate multiplier, where not 1
 
     def __call__(self, *xs: Tensor) -> Tensor | tuple[Tensor, ...]:
         if len(xs) != len(self.input_names):
@@ -57,10 +60,38 @@ _OPS: dict[str, Callable[[list[Tensor], int], Tensor]] = {
 }
 
 
-def build_model(spec: ValidSpec, seed: int | None = None) -> Model:
-    """Fresh layers for a validated spec, initialised from its seed."""
+def build_model(spec: ValidSpec, seed: int | None = None, init: bool = False) -> Model:
+    """Fresh layers for a validated spec, initialised from its seed, with tied weights shared, frozen weights not
+    trainable, and each weight's learning-rate scale in Model.lr_scales. `init` also loads the spec's init: weights
+    (training a new run does; running or exporting trained weights does not need them)."""
     Tensor.manual_seed(spec.values["seed"] if seed is None else seed)
-    steps = [(s.name, LAYERS[s.what].build(s.in_shapes[0], s.args) if s.kind == "layer" else None, s.what, s.srcs)
-             for s in spec.steps]  # fmt: skip
+    layers = {s.name: LAYERS[s.what].build(s.in_shapes[0], s.args) for s in spec.steps if s.kind == "layer"}
+    ties = {s.name: t for s in spec.steps if s.kind == "layer" and (t := tie_target(s, set(layers))) is not None}
+    for name, target in ties.items():
+        layers[name].weight = layers[target].weight  # type: ignore[attr-defined]  # NOTE: shapes were validated
+    steps = [(s.name, layers.get(s.name), s.what, s.srcs) for s in spec.steps]
     axes = {s.name: s.args["axis"] for s in spec.steps if s.kind == "op" and "axis" in s.args}
-    return Model(steps, tuple(spec.inputs), spec.outputs, axes)
+    model = Model(steps, tuple(spec.inputs), spec.outputs, axes)
+    for s in spec.steps:
+        if s.kind != "layer":
+            continue
+        state = get_state_dict(layers[s.name])
+        for key in LAYERS[s.what].weights(s.in_shapes[0], s.args):
+            if key == "weight" and s.name in ties:
+                continue  # NOTE: a tied weight trains as the layer it is tied to says
+            if not s.args.get("trainable", True):
+                state[key].requires_grad = False
+            if s.args.get("lr_scale", 1.0) != 1.0:
+                model.lr_scales[id(state[key])] = s.args["lr_scale"]
+    if init and spec.node("init") is not None:
+        _load_init(spec, model)
+    return model
+
+
+def _load_init(spec: ValidSpec, model: Model) -> None:
+    """The init: file's tensors copied into the model's weights (names and shapes were checked by validation)."""
+    index = {s.name: i for i, s in enumerate(spec.steps)}
+    names = weight_names(spec.steps)
+    tensors = init_tensors(spec.node("init"), spec.path, names)
+    state = {f"steps.{index[names[k][0].name]}.1.{names[k][1]}": v for k, v in tensors.items()}
+    load_state_dict(model, state, strict=False)

@@ -7,6 +7,7 @@ replays with the current values. Imports tensor and dtype.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -43,13 +44,27 @@ def _lerp(x: Tensor, end: Tensor, w: float) -> Tensor:
 class Optimizer:
     """Base optimizer: owns the trainable params and the lr Tensor; `step()` is one schedule."""
 
-    def __init__(self, params: list[Tensor], lr: float):
+    def __init__(self, params: list[Tensor], lr: float, lr_scales: Sequence[float] | None = None):
+        """`lr_scales` (one per param) multiply the learning rate of each param; a frozen param (requires_grad False)
+        is left out, and a param listed twice is kept once (with its first scale)."""
         for p in params:
             if p.requires_grad is None:  # NOTE: tinygrad's rule: an optimizer's params are trainable unless told not
                 p.requires_grad = True
-        self.params: list[Tensor] = list({id(p): p for p in params if p.requires_grad}.values())
+        scales = list(lr_scales) if lr_scales is not None else [1.0] * len(params)
+        if len(scales) != len(params):
+            raise ValueError(f"lr_scales has {len(scales)} values for {len(params)} params")
+        kept: dict[int, tuple[Tensor, float]] = {}
+        for p, s in zip(params, scales):
+            if p.requires_grad and id(p) not in kept:
+                kept[id(p)] = (p, float(s))
+        self.params: list[Tensor] = [p for p, _ in kept.values()]
+        self.lr_scales: list[float] = [s for _, s in kept.values()]
         self.device: str | None = self.params[0].device if self.params else None
         self.lr, self.initial_lr = _scalar(lr, self.device), lr  # NOTE: schedules start from the exact Python lr
+
+    def lr_of(self, i: int) -> Tensor:
+        """The learning rate of param i: the (scheduled) lr, times its scale when that is not 1."""
+        return self.lr if self.lr_scales[i] == 1.0 else self.lr * self.lr_scales[i]
 
     def zero_grad(self) -> None:
         """Forget every param's gradient (PyTorch's set_to_none)."""
@@ -82,10 +97,11 @@ class SGD(Optimizer):
         momentum: float = 0.0,
         weight_decay: float = 0.0,
         nesterov: bool = False,
+        lr_scales: Sequence[float] | None = None,
     ):
         if nesterov and momentum <= 0:
             raise ValueError(f"nesterov momentum needs momentum > 0, got momentum={momentum}")
-        super().__init__(params, lr)
+        super().__init__(params, lr, lr_scales)
         self.momentum, self.weight_decay, self.nesterov = momentum, weight_decay, nesterov
         self.b = self._zeros() if momentum else []
 
@@ -99,7 +115,7 @@ class SGD(Optimizer):
                 b = self.b[i].assign(self.momentum * self.b[i] + g)
                 g = g + self.momentum * b if self.nesterov else b
                 out.append(b)
-            out.append(p.assign(p0 - self.lr * g))
+            out.append(p.assign(p0 - self.lr_of(i) * g))
         return out
 
 
@@ -116,10 +132,11 @@ class Adam(Optimizer):
         b2: float = 0.999,
         eps: float = 1e-8,
         weight_decay: float = 0.0,
+        lr_scales: Sequence[float] | None = None,
     ):
         if not (0 <= b1 < 1 and 0 <= b2 < 1):
             raise ValueError(f"betas must be in [0, 1), got b1={b1}, b2={b2}")
-        super().__init__(params, lr)
+        super().__init__(params, lr, lr_scales)
         self.b1, self.b2, self.eps, self.weight_decay = b1, b2, eps, weight_decay
         self.m, self.v = self._zeros(), self._zeros()
         # NOTE: an int32 counter: a float32 one stops counting at 2**24 steps
@@ -134,14 +151,14 @@ class Adam(Optimizer):
             p0 = p.detach()
             if self.weight_decay and self.decoupled:
                 # NOTE: torch's p * (1 - lr*wd) rounds 1 - lr*wd the same way every step, a drift of up to T ulps
-                p0 = p0 - (self.lr * self.weight_decay) * p0
+                p0 = p0 - (self.lr_of(i) * self.weight_decay) * p0
             elif self.weight_decay:
                 g = g + self.weight_decay * p0
             m = self.m[i].assign(_lerp(self.m[i], g, 1 - self.b1))
             # NOTE: torch rounds v as b2*v + (1-b2)*g*g; the lerp form is the same sum without float32(b2)'s error
             v = self.v[i].assign(_lerp(self.v[i], g * g, 1 - self.b2))
             denom = v.sqrt() / bias2.sqrt() + self.eps
-            out += [m, v, p.assign(p0 - (self.lr / bias1) * m / denom)]
+            out += [m, v, p.assign(p0 - (self.lr_of(i) / bias1) * m / denom)]
         return out
 
 
@@ -158,8 +175,9 @@ class AdamW(Adam):
         b2: float = 0.999,
         eps: float = 1e-8,
         weight_decay: float = 0.01,
+        lr_scales: Sequence[float] | None = None,
     ):
-        super().__init__(params, lr, b1, b2, eps, weight_decay)
+        super().__init__(params, lr, b1, b2, eps, weight_decay, lr_scales)
 
 
 def clip_grad_norm_(params: list[Tensor], max_norm: float) -> Tensor:

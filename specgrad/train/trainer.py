@@ -63,11 +63,15 @@ class NonFiniteLoss(RuntimeError):
 
 def make_optimizer(model: Model, t: dict[str, Any]) -> optim.Optimizer:
     params = [p for p in get_parameters(model) if p.requires_grad]
+    if not params:
+        raise SpecError.at(None, "the model has no trainable weights: every layer with weights says trainable: false",
+                           "let at least one layer train (remove trainable: false from it)")  # fmt: skip
+    scales = [model.lr_scales.get(id(p), 1.0) for p in params]
     if t["optimizer"] == "sgd":
         return optim.SGD(params, lr=t["lr"], momentum=t["momentum"], weight_decay=t["weight_decay"],
-                         nesterov=t["nesterov"])  # fmt: skip
+                         nesterov=t["nesterov"], lr_scales=scales)  # fmt: skip
     cls = optim.AdamW if t["optimizer"] == "adamw" else optim.Adam
-    return cls(params, lr=t["lr"], weight_decay=t["weight_decay"])
+    return cls(params, lr=t["lr"], weight_decay=t["weight_decay"], lr_scales=scales)
 
 
 def make_schedule(opt: optim.Optimizer, t: dict[str, Any], total_steps: int, steps_per_epoch: int
@@ -219,7 +223,7 @@ class Trainer:
     @staticmethod
     def create(spec: ValidSpec) -> Trainer:
         data = load_data(spec)
-        model = build_model(spec)
+        model = build_model(spec, init=True)
         t = spec.values["train"]
         if len(data.x_train) < spec.batch_size:
             raise SpecError.at(None, f"the training split has {len(data.x_train)} examples, fewer than one batch of "

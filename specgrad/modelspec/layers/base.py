@@ -7,12 +7,12 @@ Imports the public API (Tensor, nn) and modelspec.schema; the ONNX graph and Ste
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from specgrad import Tensor
 from specgrad.helpers import prod
-from specgrad.modelspec.schema import REQUIRED, Entry, Field
+from specgrad.modelspec.schema import REQUIRED, Entry, Field, Section
 
 if TYPE_CHECKING:
     from specgrad.export.onnx import OnnxGraph
@@ -26,6 +26,18 @@ OnnxLowering = Callable[["OnnxGraph", "Step", str, str, str], None]
 
 class ShapeMismatch(ValueError):
     """A layer that cannot take the shape it is given; the message says what it needs."""
+
+
+WEIGHT_KEYS: dict[str, Field] = {
+    "trainable": Field("bool", "train this layer's weights (false: they keep their initial or init: values)", True),
+    "lr_scale": Field("float", "multiplies the learning rate of this layer's weights", 1.0, min=0.0, max=1000.0),
+    "tie": Field("str", "use the weight of the named layer above (same shape): one tensor, trained and counted once",
+                 None),
+}  # fmt: skip
+
+
+def defaults(section: Section) -> dict[str, Any]:
+    return {k: None if f.required else f.default for k, f in section.fields.items()}
 
 
 @dataclass(frozen=True)
@@ -57,6 +69,13 @@ class LayerDef:
     weights: Callable[[Shape, dict[str, Any]], dict[str, Shape]] = lambda shape, a: {}
     flops: Callable[[Shape, Shape, dict[str, Any]], int] = lambda i, o, a: prod(o)
     notes: str = field(default="")
+
+    def __post_init__(self) -> None:
+        # NOTE: a kind with weights also takes the keys that say how they train (modelspec/weights.py applies them)
+        e = self.examples[0] if self.examples else None
+        if e is not None and self.weights(e.shape, {**defaults(self.entry.args), **e.args}):
+            args = replace(self.entry.args, fields={**self.entry.args.fields, **WEIGHT_KEYS})
+            object.__setattr__(self, "entry", replace(self.entry, args=args))
 
     @property
     def name(self) -> str:

@@ -1,0 +1,193 @@
+"""How weights come and train (modelspec/weights.py): `tie:` shares one tensor and counts it once, `trainable: false`
+freezes a layer, `lr_scale:` multiplies its learning rate, and `init:` starts from a safetensors file, checked name by
+name and shape by shape with located errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specgrad import Tensor
+from specgrad.export.onnx import export_onnx
+from specgrad.modelspec.builder import build_model
+from specgrad.modelspec.errors import SpecError
+from specgrad.modelspec.validate import validate_file
+from specgrad.nn.state import get_state_dict, safe_save
+from specgrad.train.trainer import Trainer
+
+TIED = """\
+specgrad: 1
+name: tied
+seed: 1
+input: {shape: [8], dtype: int32}
+data: {source: text, corpus: sonnets, context: 8, batch_size: 4}
+train: {optimizer: sgd, lr: 0.5}
+model:
+  graph:
+    - {name: emb, layer: embedding, vocab: 128, dim: 16, from: input}
+    - {name: norm, layer: layernorm, from: emb}
+    - {name: head, layer: linear, out: 128, bias: false, tie: emb, from: norm}
+  outputs: [head]
+"""
+
+
+def _write(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def _one_step(trainer: Trainer) -> None:
+    x, y = trainer.data.x_train[: trainer.spec.batch_size], trainer.data.y_train[: trainer.spec.batch_size]
+    trainer.step_fn(Tensor(x), Tensor(y)).realize()
+
+
+def test_a_tied_weight_is_one_tensor_counted_once(tmp_path: Path) -> None:
+    spec = validate_file(_write(tmp_path, TIED))
+    untied = validate_file(_write(tmp_path, TIED.replace(", tie: emb", ""), "untied.yaml"))
+    assert spec.params == untied.params - 128 * 16 == 128 * 16 + 2 * 16
+    trainer = Trainer.create(spec)
+    emb, head = trainer.model.steps[0][1], trainer.model.steps[2][1]
+    assert head.weight is emb.weight  # type: ignore[union-attr]
+    before = emb.weight.numpy().copy()  # type: ignore[union-attr]
+    _one_step(trainer)
+    after = emb.weight.numpy()  # type: ignore[union-attr]
+    # NOTE: rows of characters the batch never holds still change: the head's gradient reaches every row
+    unseen = sorted(set(range(128)) - set(np.unique(trainer.data.x_train[:4]).tolist()))
+    assert not np.allclose(before[unseen], after[unseen])
+    assert len(trainer.opt.params) == 3  # the shared weight and the layernorm's scale and shift, each once
+
+
+def test_a_tied_model_exports_to_onnx(tmp_path: Path) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    spec = validate_file(_write(tmp_path, TIED))
+    model = build_model(spec)
+    export_onnx(spec, model, tmp_path / "m.onnx")
+    x = np.random.default_rng(0).integers(0, 128, (2, 8)).astype(np.int32)
+    (got,) = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"]).run(None, {"input": x})
+    np.testing.assert_allclose(got, model(Tensor(x)).numpy(), rtol=1e-4, atol=1e-5)  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("change, message", [
+    ("tie: emb", None),
+    ("tie: embb", r"ties its weight to 'embb', which is not a layer of the model\n  hint: did you mean 'emb'\?"),
+    ("tie: norm", r"\[128, 16\] to the weight of 'norm' \(layernorm\), which is \[16\]: a tied weight needs the same"),
+    ("tie: head", r"ties its weight to 'head', which comes after it"),
+])  # fmt: skip
+def test_tie_errors_are_located(tmp_path: Path, change: str, message: str | None) -> None:
+    path = _write(tmp_path, TIED.replace("tie: emb", change))
+    if message is None:
+        validate_file(path)
+        return
+    with pytest.raises(SpecError, match=message) as e:
+        validate_file(path)
+    assert (e.value.problems[0].loc.file, e.value.problems[0].loc.line) == (str(path), 11)
+
+
+def test_a_layer_without_a_weight_cannot_tie(tmp_path: Path) -> None:
+    path = _write(
+        tmp_path, TIED.replace("{name: norm, layer: layernorm,", "{name: norm, layer: mlp, hidden: 4, tie: emb,")
+    )
+    with pytest.raises(SpecError, match=r"node 'norm' \(mlp\) has no weight to tie"):
+        validate_file(path)
+    relu = _write(tmp_path, TIED.replace("layer: layernorm,", "layer: relu, trainable: false,"), "relu.yaml")
+    with pytest.raises(SpecError, match=r"unknown key 'trainable' in node 'norm'.relu"):
+        validate_file(relu)
+
+
+FROZEN = """\
+specgrad: 1
+name: frozen
+input: {shape: [64]}
+data: {source: digits, batch_size: 8}
+train: {optimizer: sgd, lr: 0.1}
+model:
+  - linear: {out: 32, trainable: false}
+  - relu
+  - linear: {out: 10, lr_scale: LR}
+"""
+
+
+def _weights(trainer: Trainer) -> dict[str, np.ndarray]:
+    return {k: v.numpy().copy() for k, v in get_state_dict(trainer.model).items()}
+
+
+def test_trainable_false_keeps_a_layer_and_lr_scale_multiplies_its_step(tmp_path: Path) -> None:
+    deltas = {}
+    for scale in ("1.0", "2.0", "0.0"):
+        trainer = Trainer.create(validate_file(_write(tmp_path, FROZEN.replace("LR", scale))))
+        before = _weights(trainer)
+        _one_step(trainer)
+        after = _weights(trainer)
+        for k in ("steps.0.1.weight", "steps.0.1.bias"):
+            np.testing.assert_array_equal(before[k], after[k])
+        deltas[scale] = after["steps.2.1.weight"] - before["steps.2.1.weight"]
+    assert np.abs(deltas["1.0"]).max() > 0
+    np.testing.assert_allclose(deltas["2.0"], 2 * deltas["1.0"], rtol=1e-5, atol=1e-7)
+    assert not deltas["0.0"].any()
+
+
+def test_every_layer_frozen_is_an_error(tmp_path: Path) -> None:
+    spec = validate_file(_write(tmp_path, FROZEN.replace("lr_scale: LR", "trainable: false")))
+    with pytest.raises(SpecError, match="the model has no trainable weights"):
+        Trainer.create(spec)
+
+
+INIT = FROZEN.replace("lr_scale: LR", "lr_scale: 1") + "init:\n  from: start.safetensors\n  map: MAP\n"
+
+
+def _start(tmp_path: Path, **shapes: tuple[int, ...]) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(3)
+    arrays = {k: rng.standard_normal(s).astype(np.float32) for k, s in shapes.items()}
+    safe_save({k: Tensor(v) for k, v in arrays.items()}, tmp_path / "start.safetensors")
+    return arrays
+
+
+def test_init_loads_mapped_weights_and_keeps_the_rest_fresh(tmp_path: Path) -> None:
+    arrays = _start(tmp_path, w=(32, 64), b=(32,), other=(3,))
+    spec = validate_file(_write(tmp_path, INIT.replace("MAP", "{0.weight: w, 0.bias: b}")))
+    fresh = _weights(Trainer.create(validate_file(_write(tmp_path, FROZEN.replace("LR", "1"), "fresh.yaml"))))
+    loaded = _weights(Trainer.create(spec))
+    np.testing.assert_array_equal(loaded["steps.0.1.weight"], arrays["w"])
+    np.testing.assert_array_equal(loaded["steps.0.1.bias"], arrays["b"])
+    np.testing.assert_array_equal(loaded["steps.2.1.weight"], fresh["steps.2.1.weight"])
+    run_model = build_model(spec)  # NOTE: running or exporting trained weights never reads the init file
+    assert not np.array_equal(get_state_dict(run_model)["steps.0.1.weight"].numpy(), arrays["w"])
+
+
+def test_init_without_a_map_takes_the_files_names(tmp_path: Path) -> None:
+    arrays = _start(tmp_path, **{"2.weight": (10, 32)})
+    spec = validate_file(_write(tmp_path, INIT.replace("  map: MAP\n", "")))
+    np.testing.assert_array_equal(_weights(Trainer.create(spec))["steps.2.1.weight"], arrays["2.weight"])
+
+
+@pytest.mark.parametrize("tensors, mapping, message, line", [
+    ({"w": (32, 63)}, "{0.weight: w}", r"the model's 0.weight is \[32, 64\], but 'w' in start.safetensors is "
+     r"\[32, 63\]", 12),
+    ({"w": (32, 64)}, "{0.weight: ww}", r"start.safetensors has no tensor 'ww'\n  hint: did you mean 'w'\?", 12),
+    ({"w": (32, 64)}, "{0.wieght: w}", r"init.map names '0.wieght', which is not a weight of the model\n  hint: "
+     r"did you mean '0.weight'\?", 12),
+    ({"stray": (3,)}, None, r"start.safetensors holds 'stray', which is not a weight of the model", 11),
+])  # fmt: skip
+def test_init_errors_are_located(tmp_path: Path, tensors: dict, mapping: str | None, message: str, line: int) -> None:
+    _start(tmp_path, **tensors)
+    text = INIT.replace("MAP", mapping) if mapping else INIT.replace("  map: MAP\n", "")
+    path = _write(tmp_path, text)
+    with pytest.raises(SpecError, match=message) as e:
+        validate_file(path)
+    assert e.value.problems[0].loc.line == line
+
+
+def test_init_file_must_exist_inside_the_spec_folder(tmp_path: Path) -> None:
+    (tmp_path / "in").mkdir()
+    path = _write(tmp_path / "in", INIT.replace("start.safetensors", "../start.safetensors").replace("MAP", "{}"))
+    _start(tmp_path, w=(1,))
+    with pytest.raises(SpecError, match="init.from '../start.safetensors' leaves the folders a spec may read from"):
+        validate_file(path)
+    missing = _write(tmp_path, INIT.replace("MAP", "{}"), "missing.yaml")
+    (tmp_path / "start.safetensors").unlink()
+    with pytest.raises(SpecError, match="init.from: no such file"):
+        validate_file(missing)
+    validate_file(missing, data_files=False)  # NOTE: run and export do not need it
