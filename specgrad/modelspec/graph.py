@@ -191,11 +191,8 @@ def _graph_node(item: YNode, at: str, blocks: dict[str, YNode]) -> tuple[_Node |
         known = f"blocks: {', '.join(blocks)}" if blocks else "define it under blocks:"
         hint = did_you_mean(what, list(blocks)) or known
         return None, problems + [Problem(f"unknown block '{excerpt(what)}' in {at}", what_node.loc, hint)]
-    if rest.value:
-        key = next(iter(rest.value))
-        loc = rest.key_locs[key] if rest.key_locs else item.loc
-        return None, problems + [Problem(f"unknown key '{excerpt(key)}' in {at}", loc,
-                                         did_you_mean(key, list(NODE_KEYS)))]  # fmt: skip
+    problems += [Problem(f"unknown key '{excerpt(k)}' in {at}", (rest.key_locs or {}).get(k, item.loc),
+                         did_you_mean(k, list(NODE_KEYS))) for k in rest.value]  # fmt: skip
     repeat = v.get("repeat")
     found = check_section(YNode({"repeat": repeat}, item.loc, "map", key_locs={"repeat": repeat.loc}),
                           REPEAT, at) if repeat else []  # fmt: skip
@@ -233,6 +230,96 @@ def _known_keys(item: YNode) -> tuple[str, tuple[str, ...]] | None:
     if kinds[0] == "op":
         return (at, tuple(OPS[what].fields)) if what in OPS else None
     return at, ()
+
+
+def block_problems(blocks: dict[str, YNode]) -> list[Problem]:
+    """Every problem of each block's definition, found once however often the model uses the block (never included):
+    its keys, its nodes, the parameters its block nodes pass, and its 'out' node. A value written with $ is checked
+    where the block is used, once the values of its parameters are known (use_problems)."""
+    problems = []
+    for name, block in blocks.items():
+        problems += check_section(block, BLOCK, f"blocks.{name}")
+        graph = block.get("graph")
+        if graph is None or graph.kind != "seq":
+            continue
+        deferred = _deferred(graph)
+        nodes, found = graph_nodes(graph, f"block '{name}'", blocks)
+        problems += [p for p in found if p.loc not in deferred] + [p for n in nodes for p in _with_problems(n, blocks)]
+        names = [x.get("name") for x in graph.value if x.get("name") is not None]
+        if not any(n.value == "out" or n.loc in deferred for n in names):
+            loc = (block.key_locs or {}).get("graph", graph.loc)
+            problems.append(Problem(f"block '{excerpt(name)}' has no node named 'out' (its output)", loc,
+                                    "name the node that gives the block's value out, e.g. {name: out, op: add, "
+                                    "from: [in, h]}"))  # fmt: skip
+    return problems
+
+
+def use_problems(nodes: list[_Node], blocks: dict[str, YNode], variables: dict[str, YNode]) -> list[Problem]:
+    """Problems of the model's block nodes: parameters given in `with:` that the block lacks or misses, and values
+    that do not fit where the block's graph uses them (its $names filled in). Each distinct use is checked once, and
+    only at the $names: the rest of a block is its definition's (block_problems)."""
+    problems: list[Problem] = []
+    seen: set[tuple] = set()
+    for node in nodes:
+        problems += _with_problems(node, blocks) or _filled_in_problems(node, blocks, variables, seen, 0)
+    # NOTE: the same value problem met through several uses (an unknown $name, say) is reported at its first use
+    return list({(p.loc, p.message.rpartition(" (in block ")[0]): p for p in reversed(problems)}.values())[::-1]
+
+
+def _with_problems(node: _Node, blocks: dict[str, YNode]) -> list[Problem]:
+    """`with:` of a block node against its block's parameters (a block with broken params is reported at the block)."""
+    params = _params(blocks.get(node.what)) if node.kind == "block" else None
+    if params is None or node.with_ is None:
+        return []
+    problems = [Problem(f"block '{excerpt(node.what)}' has no parameter '{excerpt(k)}'", v.loc,
+                        did_you_mean(k, params) or f"its parameters: {', '.join(params) or 'none'}")
+                for k, v in node.with_.items() if k not in params]  # fmt: skip
+    missing = [p for p in params if p not in node.with_]
+    if missing:
+        problems.append(Problem(f"block node '{node.name}' needs with: {{{', '.join(f'{p}: ...' for p in missing)}}} "
+                                f"for block '{excerpt(node.what)}'", node.loc))  # fmt: skip
+    return problems
+
+
+def _params(block: YNode | None) -> list[str] | None:
+    """A block's parameter names, or None when the block or its params are not well formed."""
+    if block is None or block.kind != "map" or check_section(block, BLOCK, ""):
+        return None
+    return [p.value for p in block.value["params"].value] if "params" in block.value else []
+
+
+def _filled_in_problems(node: _Node, blocks: dict[str, YNode], variables: dict[str, YNode], seen: set[tuple],
+                        depth: int) -> list[Problem]:  # fmt: skip
+    """The problems at the $names of the block a node uses, with the values it passes, and so on into the blocks that
+    block uses; each (block, values) pair once."""
+    block = blocks.get(node.what)
+    if node.kind != "block" or _params(block) is None or depth > MAX_BLOCK_DEPTH:
+        return []
+    key = (node.what, tuple((k, repr(v.to_plain())) for k, v in (node.with_ or {}).items()))
+    if key in seen:
+        return []
+    seen.add(key)
+    graph = block.value["graph"]
+    deferred = _deferred(graph)
+    use = f" (in block '{excerpt(node.what)}', with the values node '{node.name}' on line {node.loc.line} passes)"
+    try:
+        filled = substitute_in(graph, {**variables, **(node.with_ or {})})
+    except SpecError as e:
+        return [replace(p, message=p.message + use) for p in e.problems]
+    nodes, found = graph_nodes(filled, f"block '{node.what}'", blocks)
+    problems = [replace(p, message=p.message + use) for p in found if p.loc in deferred]
+    for inner in nodes:
+        problems += _filled_in_problems(inner, blocks, variables, seen, depth + 1)
+    return problems
+
+
+def _deferred(node: YNode) -> set[Location]:
+    """Where a block's graph writes $names: values checked only once a use fills them in."""
+    if node.kind == "map":
+        return {loc for v in node.value.values() for loc in _deferred(v)}
+    if node.kind == "seq":
+        return {loc for v in node.value for loc in _deferred(v)}
+    return {node.loc} if isinstance(node.value, str) and "$" in node.value else set()
 
 
 def _sources(node: YNode | None, at: str, loc: Location) -> tuple[tuple[tuple[str, Location], ...], list[Problem]]:

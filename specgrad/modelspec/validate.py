@@ -16,12 +16,19 @@ from specgrad.flags import SPEC_MEMORY_GB
 from specgrad.helpers import prod
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import check_regular, named_file
-from specgrad.modelspec.graph import BLOCK, Step, graph_nodes, infer, name_problem, node_key_problems, sequential_nodes
+from specgrad.modelspec.graph import (
+    Step,
+    block_problems,
+    graph_nodes,
+    infer,
+    name_problem,
+    sequential_nodes,
+    use_problems,
+)
 from specgrad.modelspec.layers import Shape
 from specgrad.modelspec.loader import YNode
 from specgrad.modelspec.resolve import resolve
 from specgrad.modelspec.schema import REQUIRED, Field, Section, check_section, describe, did_you_mean, with_defaults
-from specgrad.modelspec.weights import INIT, check_weights
 
 FORMAT_VERSION = 1
 MAX_NAME = 100  # NOTE: characters of a spec's name; it is a folder name, and file systems allow 255 bytes
@@ -112,7 +119,6 @@ TOP = Section("spec", "a model, its data and its training recipe", {
     "model": Field("any", "a list of layers applied in order, or {graph: [nodes], outputs: [names]}", REQUIRED),
     "data": Field("map", "the data", None, section=DATA),
     "train": Field("map", "the training recipe", None, section=TRAIN),
-    "init": Field("map", INIT.description, None, section=INIT),
     "export": Field("list", "formats written after training", [],
                     item=Field("str", "an export format", REQUIRED, choices=EXPORTS))})  # fmt: skip
 
@@ -186,13 +192,11 @@ def validate_file(
     model = root.value.get("model")
     nodes, outputs = [], ()
     if model is not None:
-        nodes, outputs, found = _model(model, blocks, "inputs" in root.value)
+        nodes, outputs, found = _model(model, blocks, root)
         problems += found
     _raise(problems)
     variables = root.get("vars").value if root.get("vars") is not None and root.get("vars").kind == "map" else {}
     steps, shapes = infer(nodes, {k: (s, loc) for k, (s, _, loc) in inputs.items()}, blocks, variables)
-    steps, problems = check_weights(tuple(steps), root.get("init"), str(path), data_files)
-    _raise(problems)
     outputs = outputs or (steps[-1].name,)
     values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)
               for k, f in TOP.fields.items()}  # fmt: skip
@@ -236,17 +240,16 @@ def _input(node: YNode) -> tuple[Shape, str, Location]:
 def _blocks(node: YNode | None) -> tuple[dict[str, YNode], list[Problem]]:
     if node is None or node.kind != "map":
         return {}, []
-    problems = [p for k, v in node.value.items() for p in check_section(v, BLOCK, f"blocks.{k}")]
-    graphs = [v.get("graph") for v in node.value.values() if v.get("graph") is not None]
-    problems += [p for g in graphs for p in node_key_problems(g)]
-    return dict(node.value), problems
+    return dict(node.value), block_problems(node.value)
 
 
-def _model(model: YNode, blocks: dict[str, YNode], named: bool) -> tuple[list, tuple[str, ...], list[Problem]]:
+def _model(model: YNode, blocks: dict[str, YNode], root: YNode) -> tuple[list, tuple[str, ...], list[Problem]]:
+    """The model's nodes and outputs, and every problem of its structure: each node, each block node's use of its
+    block (the problems of the blocks themselves are _blocks'), and each output."""
     if model.kind == "seq":
         if not model.value:
             return [], (), [Problem("model needs at least one layer", model.loc)]
-        if named:
+        if "inputs" in root.value:
             return [], (), [Problem("a list of layers takes one input: use input:, or write the model as a graph",
                                     model.loc)]  # fmt: skip
         nodes, problems = sequential_nodes(model)
@@ -254,17 +257,20 @@ def _model(model: YNode, blocks: dict[str, YNode], named: bool) -> tuple[list, t
     if model.kind != "map":
         return [], (), [Problem(f"model must be a list of layers or a graph, got {describe(model)}", model.loc)]
     problems = check_section(model, GRAPH_MODEL, "model")
-    if problems:
+    graph, outputs = model.get("graph"), model.get("outputs")
+    if graph is None or graph.kind != "seq":
         return [], (), problems
-    nodes, problems = graph_nodes(model.value["graph"], "model.graph", blocks)
+    nodes, found = graph_nodes(graph, "model.graph", blocks)
+    variables = root.get("vars").value if root.get("vars") is not None and root.get("vars").kind == "map" else {}
+    problems += found + use_problems(nodes, blocks, variables)
     # NOTE: a node with its own problem is still a node: no second error for an output naming it
-    names = {str(x.get("name").value) for x in model.value["graph"].value
+    names = {str(x.get("name").value) for x in graph.value
              if x.kind == "map" and x.get("name") is not None and x.get("name").kind == "scalar"}  # fmt: skip
-    for out in model.value["outputs"].value:
-        if str(out.value) not in names:
-            problems.append(Problem(f"output '{excerpt(str(out.value))}' is not a node of the graph", out.loc,
-                                    did_you_mean(str(out.value), list(names))))  # fmt: skip
-    return nodes, tuple(o.value for o in model.value["outputs"].value), problems
+    listed = outputs.value if outputs is not None and outputs.kind == "seq" else []
+    outs = [x for x in listed if x.kind == "scalar" and isinstance(x.value, str)]
+    problems += [Problem(f"output '{excerpt(x.value)}' is not a node of the graph", x.loc,
+                         did_you_mean(x.value, list(names))) for x in outs if x.value not in names]  # fmt: skip
+    return nodes, tuple(x.value for x in outs), problems
 
 
 def _check_data(node: YNode | None, data_files: bool, spec: str) -> list[Problem]:

@@ -273,7 +273,10 @@ def test_bad_graph_spec(tmp_path: Path, name: str, text: str, expected: str) -> 
 def test_block_errors_point_into_the_block(tmp_path: Path) -> None:
     spec = (ROOT / "specs" / "char_gpt.yaml").read_text()
     got = problems_of(tmp_path, spec.replace("with: {width: $d, heads: $heads}", "with: {width: $d, head: $heads}"))
-    assert got[0].startswith("bad.yaml:31:71: error: block 'decoder' has no parameter 'head'\n  hint: did you mean")
+    assert got == [
+        "bad.yaml:31:7: error: block node 'body' needs with: {heads: ...} for block 'decoder'",
+        "bad.yaml:31:71: error: block 'decoder' has no parameter 'head'\n  hint: did you mean 'heads'?",
+    ]
     got = problems_of(tmp_path, spec.replace("heads: $heads, causal", "heads: 5, causal"))
     assert "node 'body.attn'" in got[0] or "node 'body.0.attn'" in got[0]
     assert "needs features divisible by heads=5" in got[0] and got[0].startswith("bad.yaml:21:")
