@@ -66,6 +66,10 @@ def build_model(spec: ValidSpec, seed: int | None = None, init: bool = False) ->
     (training a new run does; running or exporting trained weights does not need them)."""
     Tensor.manual_seed(spec.values["seed"] if seed is None else seed)
     layers = {s.name: LAYERS[s.what].build(s.in_shapes[0], s.args) for s in spec.steps if s.kind == "layer"}
+    for s in spec.steps:
+        if s.kind == "layer" and (std := s.args.get("weight_std")) is not None:  # NOTE: validated: it has a weight
+            shape = LAYERS[s.what].weights(s.in_shapes[0], s.args)["weight"]
+            layers[s.name].weight = Tensor.normal(*shape, std=std, requires_grad=True)  # type: ignore[attr-defined]
     ties = {s.name: t for s in spec.steps if s.kind == "layer" and (t := tie_target(s, set(layers))) is not None}
     for name, target in ties.items():
         layers[name].weight = layers[target].weight  # type: ignore[attr-defined]  # NOTE: shapes were validated

@@ -54,6 +54,10 @@ def check_weights(steps: tuple[Step, ...], init: YNode | None, spec: str, read_f
     order = {s.name: i for i, s in enumerate(steps)}
     out = list(steps)
     for i, s in enumerate(steps):
+        if s.kind == "layer" and s.args.get("weight_std") is not None and "weight" not in LAYERS[s.what].weights(
+                s.in_shapes[0], s.args):  # fmt: skip
+            at = f"layer {s.name}" if s.name.isdigit() else f"node '{s.name}'"
+            problems.append(Problem(f"{at} ({s.what}) has no weight for weight_std to draw", s.loc))
         target = tie_target(s, set(order)) if s.kind == "layer" else None
         if target is None:
             continue

@@ -191,3 +191,12 @@ def test_init_file_must_exist_inside_the_spec_folder(tmp_path: Path) -> None:
     with pytest.raises(SpecError, match="init.from: no such file"):
         validate_file(missing)
     validate_file(missing, data_files=False)  # NOTE: run and export do not need it
+
+
+def test_weight_std_draws_the_weight_and_needs_one(tmp_path: Path) -> None:
+    spec = validate_file(_write(tmp_path, TIED.replace("dim: 16,", "dim: 16, weight_std: 0.02,")))
+    weight = build_model(spec).steps[0][1].weight.numpy()  # type: ignore[union-attr]
+    assert abs(weight.std() - 0.02) < 0.002 and abs(weight.mean()) < 0.002
+    bad = _write(tmp_path, TIED.replace("layer: layernorm,", "layer: mlp, hidden: 4, weight_std: 0.1,"), "bad.yaml")
+    with pytest.raises(SpecError, match=r"node 'norm' \(mlp\) has no weight for weight_std to draw"):
+        validate_file(bad)

@@ -33,6 +33,8 @@ WEIGHT_KEYS: dict[str, Field] = {
     "lr_scale": Field("float", "multiplies the learning rate of this layer's weights", 1.0, min=0.0, max=1000.0),
     "tie": Field("str", "use the weight of the named layer above (same shape): one tensor, trained and counted once",
                  None),
+    "weight_std": Field("float", "draw this layer's weight from a normal distribution with this standard deviation "
+                        "(none: the layer's own initialisation, as PyTorch's)", None, min=0.0, max=100.0),
 }  # fmt: skip
 
 

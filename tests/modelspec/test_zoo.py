@@ -1,0 +1,54 @@
+"""specs/zoo/: each classic model validates with the parameter count of its published model; the small ones train a
+few steps on bundled or generated data, and each exports (slow tier)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from specgrad import Tensor
+from specgrad.export.onnx import export_onnx
+from specgrad.modelspec.builder import build_model
+from specgrad.modelspec.validate import validate_file
+
+ZOO = Path(__file__).resolve().parents[2] / "specs" / "zoo"
+
+# file -> (overrides that give the published configuration, its published parameter count, where the count is from)
+PUBLISHED: dict[str, tuple[list[str], int, str]] = {
+    "gpt2_small.yaml": ([], 124_439_808, "GPT-2 small with the output projection tied to the token embedding"),
+    "nanogpt_char.yaml": (["vars.vocab=65", "data=null"], 10_745_088,
+                          "nanoGPT shakespeare_char: 65 characters, 10.65M without the 98,304 position weights"),
+}  # fmt: skip
+
+
+def test_every_zoo_spec_has_its_published_count() -> None:
+    assert sorted(PUBLISHED) == sorted(p.name for p in ZOO.glob("*.yaml"))
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_zoo_spec_has_the_published_parameter_count(name: str) -> None:
+    overrides, count, _ = PUBLISHED[name]
+    assert validate_file(ZOO / name, overrides, batch=1).params == count
+
+
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_zoo_spec_validates_as_written(name: str) -> None:
+    validate_file(ZOO / name, batch=1)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", PUBLISHED)
+def test_zoo_spec_exports_to_onnx(name: str, tmp_path: Path) -> None:
+    ort = pytest.importorskip("onnxruntime")
+    spec = validate_file(ZOO / name, batch=1)
+    model = build_model(spec)
+    export_onnx(spec, model, tmp_path / "m.onnx")
+    session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
+    (shape, dtype), = spec.inputs.values()
+    x = np.random.default_rng(0).integers(0, 100, (1, *shape)).astype(dtype)
+    (got,) = session.run(None, {next(iter(spec.inputs)): x})
+    with Tensor.train(False):
+        want = model(Tensor(x)).numpy()  # type: ignore[union-attr]
+    np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
