@@ -26,7 +26,7 @@ from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import check_regular, read_data
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.nn.state import SafetensorsError, StateMismatch, load_state_dict, safe_load, safe_load_metadata
-from specgrad.train.data import is_number, standardize
+from specgrad.train.data import csv_table, encode_rows, input_columns, standardize
 from specgrad.train.run_folder import final_weights, spec_file, spec_hash, unusable
 
 CHUNK = 1024  # examples per forward pass: at most two shapes to compile, and bounded memory for big files
@@ -34,6 +34,7 @@ MAX_PROBLEMS = 10  # bad cells reported at once; the rest are counted
 FORMATS = (".npy", ".csv", ".json")
 MAX_JSON_DEPTH = 64  # NOTE: nested lists of an example, as deep as numpy's dimensions go
 WEIGHTS_HINT = "pass the model.safetensors of a run folder"
+NONFINITE_HINT = "fill in a number, or leave the row out; or pass --allow-nonfinite to run it anyway"
 
 
 def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | None, overrides: list[str],
@@ -46,7 +47,7 @@ def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | 
         Device.DEFAULT = device
     model, meta = load_model(spec, weights)
     contract = read_contract(spec, meta, weights)
-    x = prepare(read_examples(input_path, spec, allow_nonfinite), spec, contract, input_path)
+    x = prepare(read_examples(input_path, spec, contract, allow_nonfinite), spec, contract, input_path)
     out = to_result(contract, predict(model, x))
     if output is None:
         report(contract, out, as_json)
@@ -156,15 +157,16 @@ def _check_format(path: Path, what: str) -> None:
                            f"name a {', '.join(FORMATS[:-1])} or {FORMATS[-1]} file")  # fmt: skip
 
 
-def read_examples(path: Path, spec: ValidSpec, allow_nonfinite: bool = False) -> np.ndarray:
-    """(N, *input shape) numbers from a .npy, .csv or .json file, as written (not yet normalized or cast); NaN or
-    infinity is an error naming the first one, or with `allow_nonfinite` a warning."""
+def read_examples(path: Path, spec: ValidSpec, contract: RunContract, allow_nonfinite: bool = False) -> np.ndarray:
+    """(N, *input shape) numbers from a .npy, .csv or .json file, as written (not yet normalized or cast; a csv's
+    categorical columns encoded as in training); NaN or infinity is an error naming the first one, or with
+    `allow_nonfinite` a warning."""
     _check_format(path, "--input")
     named_file(path, "--input")
     # NOTE: the reading policy's checks: a regular file (a FIFO or device refused, never waited on), at most MAX_FILE_MB
     raw = read_data(str(path), None, "--input", None)
     shape = next(iter(spec.inputs.values()))[0]
-    x = READERS[path.suffix.lower()](raw, path, spec, allow_nonfinite)
+    x = READERS[path.suffix.lower()](raw, path, spec, contract, allow_nonfinite)
     if path.suffix.lower() == ".csv" and x.shape[1] == prod(shape):
         x = x.reshape(len(x), *shape)  # NOTE: a CSV row is one flattened example (row-major)
     x = _batched(x, tuple(shape), path)
@@ -208,7 +210,7 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'s are' if n != 1 else ' is'}"
 
 
-def _read_npy(raw: bytes, path: Path, spec: ValidSpec, allow_nonfinite: bool) -> np.ndarray:
+def _read_npy(raw: bytes, path: Path, spec: ValidSpec, contract: RunContract, allow_nonfinite: bool) -> np.ndarray:
     try:
         x = np.load(io.BytesIO(raw), allow_pickle=False)
     except (ValueError, OSError, EOFError) as e:
@@ -247,7 +249,8 @@ def _item(at: tuple[int, ...]) -> str:
     return "".join(f"[{i}]" for i in at)
 
 
-def _read_json(raw: bytes, path: Path, spec: ValidSpec, allow_nonfinite: bool) -> np.ndarray:
+def _read_json(raw: bytes, path: Path, spec: ValidSpec, contract: RunContract, allow_nonfinite: bool
+               ) -> np.ndarray:  # fmt: skip
     try:  # NOTE: whole numbers read as floats (their only use): a 5000-digit one is infinity, not a crash
         value = json.loads(raw.decode("utf-8-sig"), parse_int=float)
     except UnicodeDecodeError:
@@ -262,68 +265,21 @@ def _read_json(raw: bytes, path: Path, spec: ValidSpec, allow_nonfinite: bool) -
     return np.asarray(value, dtype=np.float64)
 
 
-def _read_csv(raw: bytes, path: Path, spec: ValidSpec, allow_nonfinite: bool) -> np.ndarray:
-    """(N, columns): the spec's data.features columns for a csv-source spec, else every column in order."""
-    try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise SpecError.at(None, f"--input {path} is not UTF-8 text") from None
-    reader, rows = csv.reader(io.StringIO(text, newline="")), []
-    try:
-        rows = [(reader.line_num, cells) for cells in reader if any(c.strip() for c in cells)]
-    except csv.Error as e:
-        where = Location(str(path), reader.line_num, 1)
-        raise SpecError.at(where, f"{path.name} cannot be read as CSV ({e})") from None
-    if not rows:
-        raise SpecError.at(Location(str(path), 1, 1), f"{path.name} is empty: a CSV input needs a header row naming "
-                           "the columns, then one row per example")  # fmt: skip
-    (hline, header), rows = (rows[0][0], [h.strip() for h in rows[0][1]]), rows[1:]
-    if all(is_number(h) for h in header):
-        raise SpecError.at(Location(str(path), hline, 1), f"the first row of {path.name} holds numbers: a CSV input "
-                           "needs a header row naming the columns", "add a header row")  # fmt: skip
-    cols = _csv_columns(spec, header, Location(str(path), hline, 1), path)
-    return _csv_values(rows, header, cols, path, allow_nonfinite)
-
-
-def _csv_columns(spec: ValidSpec, header: list[str], loc: Location, path: Path) -> list[int]:
-    data = spec.values.get("data") or {}
-    if data.get("source") != "csv":
-        return list(range(len(header)))
-    features = data.get("features") or [h for h in header if h != data.get("target")]
-    missing = [f for f in features if f not in header]
-    if missing:
-        raise SpecError.at(loc, f"the model reads the columns {', '.join(features)} (data.features), but "
-                           f"{path.name} has no column {', '.join(repr(m) for m in missing)}",
-                           f"the header has: {', '.join(header)}")  # fmt: skip
-    return [header.index(f) for f in features]
-
-
-def _csv_values(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], path: Path,
-                allow_nonfinite: bool) -> np.ndarray:  # fmt: skip
-    out, problems = np.zeros((len(rows), len(cols))), []
-    for i, (line, cells) in enumerate(rows):
-        if len(cells) != len(header):
-            problems.append(Problem(f"row {line} has {len(cells)} cells, but the header has {len(header)} columns",
-                                    Location(str(path), line, 1)))  # fmt: skip
-            continue
-        for j, c in enumerate(cols):
-            s = cells[c].strip()
-            v = float(s) if is_number(s) else math.nan
-            if not is_number(s) or (not allow_nonfinite and not math.isfinite(v)):
-                what = "is empty" if not s else f"'{s}' is not a {'finite ' * is_number(s)}number"
-                hint = "fill in a number, or leave the row out" + ("; or pass --allow-nonfinite to run it anyway"
-                                                                  if is_number(s) else "")  # fmt: skip
-                where = Location(str(path), line, c + 1)
-                problems.append(Problem(f"row {line}, column '{header[c]}' {what}", where, hint))
-            out[i, j] = v
+def _read_csv(raw: bytes, path: Path, spec: ValidSpec, contract: RunContract, allow_nonfinite: bool) -> np.ndarray:
+    """(N, values per example): the columns the model was trained on (saved with the weights; else the spec's), read
+    and encoded (categorical columns with the training vocabulary) as training reads its csv."""
+    hline, header, rows = csv_table(raw, path)
+    columns, cols = input_columns(spec, contract.columns, header, hline, path)
+    x, problems = encode_rows(rows, header, cols, columns, path, None if allow_nonfinite else NONFINITE_HINT,
+                              "is not a category the model was trained with")  # fmt: skip
     if len(problems) > MAX_PROBLEMS:
         problems = [*problems[:MAX_PROBLEMS], Problem(f"... and {len(problems) - MAX_PROBLEMS} more in {path}")]
     if problems:
         raise SpecError(problems)
-    return out
+    return x
 
 
-READERS: dict[str, Callable[[bytes, Path, ValidSpec, bool], np.ndarray]] = {
+READERS: dict[str, Callable[[bytes, Path, ValidSpec, RunContract, bool], np.ndarray]] = {
     ".npy": _read_npy, ".csv": _read_csv, ".json": _read_json}  # fmt: skip
 
 

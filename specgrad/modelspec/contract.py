@@ -1,7 +1,8 @@
 """What `specgrad run` applies around a trained model, read from the weights' metadata that `specgrad train` writes:
-the task, the training split's input statistics ((x - mean) / std before the model), the regression targets'
-statistics (y * std + mean after it) and the class names. `run` and both exporters read it here, so they compute the
-same thing.
+the task, the csv columns a model reads and the vocabulary of each categorical one, the training split's input
+statistics ((x - mean) / std before the model), the regression targets' statistics (y * std + mean after it) and the
+class names. `run` and both exporters read it here, so they compute the same thing (the exporters take inputs already
+encoded: one value per category of a one_hot column, one code per index column).
 
 Imports numpy and modelspec.validate.
 """
@@ -14,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from specgrad.modelspec.validate import ValidSpec
+from specgrad.helpers import prod
+from specgrad.modelspec.validate import ENCODINGS, ValidSpec
 
 TASKS = ("classify", "regress", "language")
 OUTPUTS = {"classify": ("logits", "probabilities"), "language": ("logits", "probabilities"), "regress": ("prediction",)}
@@ -22,6 +24,86 @@ OUTPUTS = {"classify": ("logits", "probabilities"), "language": ("logits", "prob
 
 class ContractError(ValueError):
     """The weights' metadata does not fit the spec's model (or is not what specgrad writes): bad input, never a bug."""
+
+
+@dataclass(frozen=True)
+class Columns:
+    """The csv columns a model reads, in order, and how each categorical one is encoded with its vocabulary (the
+    training split's distinct values, sorted): a one_hot column becomes one value per category (1 for the row's, 0 for
+    the others), an index column one code, its category's position plus the number of categories of the index columns
+    before it (so that one embedding of `width` codes reads every index column)."""
+
+    features: tuple[str, ...]
+    categorical: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # name -> (encoding, values)
+
+    @property
+    def is_index(self) -> bool:
+        """Every feature is an index column: the examples are integer codes."""
+        return bool(self.features) and all(self.encoding(f) == "index" for f in self.features)
+
+    def encoding(self, name: str) -> str | None:
+        return self.categorical[name][0] if name in self.categorical else None
+
+    def slots(self) -> list[tuple[int, str | None, dict[str, int]]]:
+        """Per feature: (its first value's position in an example, its encoding or None for a number, its category ->
+        code: the one_hot position after the first, or the index code)."""
+        ret, at, codes = [], 0, 0
+        for name in self.features:
+            enc, values = self.categorical.get(name, (None, ()))
+            first = codes if enc == "index" else 0
+            ret.append((at, enc, {v: first + k for k, v in enumerate(values)}))
+            at += len(values) if enc == "one_hot" else 1
+            codes += len(values) if enc == "index" else 0
+        return ret
+
+    @property
+    def width(self) -> int:
+        """Values per example once encoded."""
+        return sum(len(self.categorical[f][1]) if self.encoding(f) == "one_hot" else 1 for f in self.features)
+
+    @property
+    def codes(self) -> int:
+        """How many index codes there are (the embedding's vocab must be at least this)."""
+        return sum(len(self.categorical[f][1]) for f in self.features if self.encoding(f) == "index")
+
+    def one_hot_mask(self) -> np.ndarray:
+        """(width,) True at the values of one_hot columns (left as 0 and 1 by normalization)."""
+        mask = np.zeros(self.width, bool)
+        for at, enc, codes in self.slots():
+            if enc == "one_hot":
+                mask[at : at + len(codes)] = True
+        return mask
+
+    def explain(self) -> str:
+        """How the width comes about, e.g. '3 numeric columns (a, b, c) + color (4 values) = 7 values per example'."""
+        numbers = [f for f in self.features if f not in self.categorical]
+        shown = ", ".join(numbers[:5]) + (", ..." if len(numbers) > 5 else "")
+        parts = [f"{len(numbers)} numeric column{'s' * (len(numbers) != 1)} ({shown})"] if numbers else []
+        for f in (f for f in self.features if f in self.categorical):
+            n = len(self.categorical[f][1])
+            parts.append(f"{f} ({n} value{'s' * (n != 1)}{', one code' if self.encoding(f) == 'index' else ''})")
+        return f"{' + '.join(parts)} = {self.width} value{'s' * (self.width != 1)} per example"
+
+    def to_meta(self) -> str:
+        return json.dumps({"features": list(self.features),
+                           "categorical": {k: {"encoding": e, "values": list(v)} for k, (e, v) in
+                                           self.categorical.items()}})  # fmt: skip
+
+    @staticmethod
+    def from_meta(text: str) -> Columns:
+        """The columns `to_meta` wrote; a ContractError when the metadata is not that."""
+        value = _json({"columns": text}, "columns", None)
+        try:
+            features, cats = value["features"], value["categorical"]
+            categorical = {k: (c["encoding"], tuple(c["values"])) for k, c in cats.items()}
+            ok = all(isinstance(f, str) for f in features) and all(
+                e in ENCODINGS and k in features and all(isinstance(v, str) for v in vs)
+                for k, (e, vs) in categorical.items())  # fmt: skip
+        except (KeyError, TypeError, AttributeError):
+            ok = False
+        if not ok:
+            raise ContractError(f"the weights' columns ({text[:80]}) are not what specgrad writes")
+        return Columns(tuple(features), categorical)
 
 
 @dataclass(frozen=True)
@@ -33,6 +115,7 @@ class RunContract:
     norm: dict[str, np.ndarray] = field(default_factory=dict)  # "mean", "std" as the input's shape; empty: none
     target: dict[str, np.ndarray] = field(default_factory=dict)  # "mean", "std" as the output's shape; empty: none
     class_names: tuple[str, ...] = ()
+    columns: Columns | None = None  # csv: the columns the model reads and the categorical vocabularies; None: unknown
 
     @property
     def outputs(self) -> tuple[str, ...]:
@@ -62,7 +145,11 @@ def contract_from_meta(spec: ValidSpec, meta: dict[str, str] | None) -> RunContr
         if len(names) != out_shape[-1] or not all(isinstance(n, str) for n in names):
             raise ContractError(f"the weights' class_names must be {out_shape[-1]} strings, one per output, got "
                                 f"{meta['class_names'][:80]}")  # fmt: skip
-    return RunContract(task, norm, target, names)
+    columns = Columns.from_meta(meta["columns"]) if meta.get("columns") else None
+    if columns is not None and (columns.width != prod(in_shape) or columns.is_index != dtype.startswith(("int", "u"))):
+        raise ContractError(f"the weights' columns give {columns.explain()}, but the model's input is {list(in_shape)} "
+                            f"of {dtype}")  # fmt: skip
+    return RunContract(task, norm, target, names, columns)
 
 
 def _json(meta: dict[str, str], key: str, default: Any) -> Any:

@@ -7,6 +7,7 @@ Imports errors, files, loader, resolve, schema, layers and graph (all in modelsp
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 from specgrad.flags import SPEC_MEMORY_GB
 from specgrad.helpers import prod
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
-from specgrad.modelspec.files import check_regular, named_file
+from specgrad.modelspec.files import RELATIVE_HINT, check_regular, named_file
 from specgrad.modelspec.graph import (
     Step,
     block_problems,
@@ -39,21 +40,39 @@ INPUT = Section("input", "the shape of one example", {
                    item=Field("int", "an axis length", REQUIRED, min=1, max=1 << 20)),
     "dtype": Field("str", "element type", "float32", choices=DTYPES)})  # fmt: skip
 
-SOURCES = ("digits", "text", "csv", "npz", "spirals", "sine")
+SOURCES = ("digits", "text", "csv", "npz", "images", "spirals", "sine")
 TASKS = ("classify", "regress")
+ENCODINGS = ("one_hot", "index")  # NOTE: how a categorical csv column is given to the model (data.categorical)
+AUGMENT = Section("augment", "random changes to each training example, drawn anew every step from the seed (never to "
+                  "validation examples)", {
+    "crop": Field("int", "pad each image by this many pixels on every side and cut a random window of its own size "
+                         "back out (images of shape [channels, height, width]; 0: off)", 0, min=0, max=1 << 10),
+    "flip": Field("bool", "mirror each image left to right with probability 1/2 (images of shape [channels, height, "
+                          "width])", False),
+    "noise": Field("float", "add Gaussian noise of this standard deviation to every input value (in the units of the "
+                            "normalized input; float inputs)", 0.0, min=0.0, max=100.0)})  # fmt: skip
 DATA = Section("data", "where examples come from and how they are batched", {
     "source": Field("str", "digits (bundled 8x8 images), text (characters of a text file), csv, npz (a .npz with "
-                           "arrays x and y, or a .npy of inputs), spirals or sine (generated)", REQUIRED,
-                    choices=SOURCES),
-    "path": Field("str", "the file for text, csv and npz sources (relative to the spec's folder)", None),
+                           "arrays x and y, or a .npy of inputs), images (a folder with one sub-folder of PNG or JPEG "
+                           "files per class), spirals or sine (generated)", REQUIRED, choices=SOURCES),
+    "path": Field("str", "the file for text, csv and npz sources, the folder for images (relative to the spec's "
+                         "folder)", None),
     "corpus": Field("str", "a bundled text instead of a path, for the text source", None, choices=("sonnets",)),
     "context": Field("int", "characters per example, for the text source", None, min=1, max=1 << 16),
     "features": Field("list", "csv columns fed to the model", None, item=Field("str", "a column name", REQUIRED)),
+    "categorical": Field("map", "csv columns holding categories, column: encoding; one_hot gives one value per "
+                                "category (1 for the row's, 0 for the others), index one whole-number code for an "
+                                "embedding; the categories are the training split's distinct values, sorted, and are "
+                                "saved with the weights", None),
     "target": Field("str", "the csv column, npz array or .npy file the model learns to predict; input to rebuild "
                            "the input (an autoencoder)", None),
     "task": Field("str", "what a csv or npz target is: classify (class labels: text, or whole numbers 0, 1, 2, ...) "
                          "or regress (numbers to predict); left out: classify for a csv column holding text or an "
                          "npz array of integers, regress otherwise", None, choices=TASKS),
+    "resize": Field("bool", "scale every image to the input's height and width (images source; without it an image "
+                            "of another size is an error)", False),
+    "augment": Field("map", "random changes to training examples: crop, flip, noise (none: no changes)", None,
+                     section=AUGMENT),
     "samples": Field("int", "how many examples a generated source makes", 1000, min=1, max=10_000_000),
     "noise": Field("float", "noise added by a generated source", 0.0, min=0.0, max=100.0),
     "valid_split": Field("float", "fraction of examples held out for validation", 0.2, min=0.0, max=0.9),
@@ -64,7 +83,8 @@ DATA = Section("data", "where examples come from and how they are batched", {
                                       "metrics and predictions are still reported in the target's own units)", True),
 })  # fmt: skip
 # NOTE: which data keys each source needs (cross-field check)
-SOURCE_NEEDS = {"text": (("path", "corpus"), "context"), "csv": ("path", "target"), "npz": ("path",)}
+SOURCE_NEEDS = {"text": (("path", "corpus"), "context"), "csv": ("path", "target"), "npz": ("path",),
+                "images": ("path",)}  # fmt: skip
 
 OPTIMIZER_NAMES = ("sgd", "adam", "adamw")
 EXPORTS = ("safetensors", "onnx", "c")
@@ -274,8 +294,8 @@ def _model(model: YNode, blocks: dict[str, YNode], root: YNode) -> tuple[list, t
 
 
 def _check_data(node: YNode | None, data_files: bool, spec: str) -> list[Problem]:
-    """Cross-field: the keys the chosen source needs (one of a tuple of alternatives), each feature once, and the file
-    data.path names (a regular file in the folders `spec` may read from)."""
+    """Cross-field: the keys the chosen source needs (one of a tuple of alternatives), each feature once, the
+    categorical columns, and the file (or for images the folder) data.path names, in the folders `spec` may read."""
     if node is None or node.kind != "map" or not isinstance((source := node.get("source")), YNode):
         return []
     problems = []
@@ -291,15 +311,68 @@ def _check_data(node: YNode | None, data_files: bool, spec: str) -> list[Problem
             problems.append(Problem(f"data.features lists '{item.value}' twice (first on line {seen[item.value]})",
                                     item.loc, "list each column once"))  # fmt: skip
         seen.setdefault(item.value, item.loc.line)
+    problems += _check_categorical(node, [x.value for x in items if x.kind == "scalar"] if items else None)
     path = node.get("path")
     if data_files and path is not None and isinstance(path.value, str):
         named_in = spec if path.loc.file.startswith("--set") else path.loc.file  # NOTE: --set is relative to the spec
         full = str(Path(named_in).parent / path.value)
         try:  # NOTE: where the file is first: nothing outside the allowed folders is looked at
-            check_regular(named_file(path.value, named_in, spec, path.loc, "data.path"), path.loc, "data.path", full)
+            real = named_file(path.value, named_in, spec, path.loc, "data.path")
+            if source.value == "images":
+                _check_folder(real, path.loc, full)
+            else:
+                check_regular(real, path.loc, "data.path", full)
         except SpecError as e:
             problems += e.problems
     return problems
+
+
+def _check_categorical(node: YNode, features: list[Any] | None) -> list[Problem]:
+    """data.categorical: column -> one_hot or index; never the target; only features (when they are listed); index
+    columns only with other index columns (their codes feed one embedding)."""
+    cats, target = node.get("categorical"), node.get("target")
+    if cats is None or cats.kind != "map":
+        return []
+    problems, index = [], []
+    for name, value in cats.value.items():
+        key_loc = (cats.key_locs or {}).get(name, value.loc)
+        if value.kind != "scalar" or value.value not in ENCODINGS:
+            hint = did_you_mean(str(value.value), ENCODINGS) if value.kind == "scalar" else None
+            problems.append(Problem(f"data.categorical.{excerpt(str(name))} must be one of {', '.join(ENCODINGS)}; "
+                                    f"got {describe(value)}", value.loc, hint))  # fmt: skip
+        elif value.value == "index":
+            index.append((name, value.loc))
+        if target is not None and name == target.value:
+            problems.append(Problem(f"data.categorical names the target column '{excerpt(str(name))}': a target "
+                                    "holding text is read as class names already", key_loc,
+                                    "remove it from categorical"))  # fmt: skip
+        elif features is not None and name not in features:
+            problems.append(Problem(f"data.categorical names the column '{excerpt(str(name))}', which data.features "
+                                    "does not list: only the model's features are encoded", key_loc,
+                                    "add it to data.features, or remove it from categorical"))  # fmt: skip
+    others = [str(f) for f in features or [] if (cats.value.get(f) is None or cats.value[f].value != "index")]
+    if index and others:
+        problems.append(index_mix_problem(index[0][0], others, index[0][1]))
+    return problems
+
+
+def index_mix_problem(column: str, others: list[str], loc: Location | None) -> Problem:
+    """Index codes feed one embedding, so every feature must be an index column."""
+    shown = ", ".join(excerpt(o, 40) for o in others[:5]) + (", ..." if len(others) > 5 else "")
+    return Problem(f"data.categorical encodes '{excerpt(column, 40)}' as index, a whole-number code for an embedding, "
+                   f"so every feature must be an index column, but the features also hold {shown}", loc,
+                   f"encode '{excerpt(column, 40)}' as one_hot (which mixes with numbers), or list only index columns "
+                   "in data.features")  # fmt: skip
+
+
+def _check_folder(real: str, loc: Location, shown: str) -> None:
+    """The images source reads a folder (its files are checked one by one as they are read)."""
+    if not os.path.lexists(real):
+        raise SpecError.at(loc, f"data.path: no such folder: {shown}", RELATIVE_HINT)
+    if not os.path.isdir(real):
+        raise SpecError.at(loc, f"data.path: {shown} is not a folder, but source images reads a folder with one "
+                           "sub-folder of images per class",
+                           "name the folder that holds the class folders")  # fmt: skip
 
 
 def _check_name(node: YNode | None) -> list[Problem]:

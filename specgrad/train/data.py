@@ -1,8 +1,10 @@
-"""A spec's data as numpy arrays: the bundled digits and sonnets, text, CSV, .npz/.npy files, spirals and sine;
-split with the spec's seed, standardized with training statistics only, and batched. Every problem in a data file is
+"""A spec's data as numpy arrays: the bundled digits and sonnets, text, CSV (numbers and categorical columns), .npz/.npy
+files, folders of images, spirals and sine; split with the spec's seed, standardized with training statistics only,
+and batched, training batches with the spec's seeded augmentation. Every problem in a data file is
 a SpecError at its file:line:col, and so is data the model cannot learn from as written (the data contract: output
-width vs classes, loss vs task, labels out of range). Imports numpy, flags, modelspec (errors, files, loader,
-schema, layers, validate) and specgrad.datasets (never Tensor: the trainer wraps arrays).
+width vs classes, loss vs task, labels out of range). Imports numpy, flags, modelspec (contract, errors, files, loader,
+schema, layers, validate) and specgrad.datasets (never Tensor: the trainer wraps arrays); Pillow, an optional extra,
+only when images are read.
 
 Files are read as modelspec.files allows: inside the allowed folders, regular files of at most MAX_FILE_MB. A .npz's zip
 directory and each .npy header are checked before any array is read (array count, sizes, dtypes: never a pickle), and
@@ -10,6 +12,14 @@ only the arrays used are read. Messages quote a data file only in short excerpts
 
 Regression targets from csv, npz and sine are standardized with the training split's mean and std (target_stats);
 `unstandardize` brings predictions back to the target's own units.
+
+A categorical csv column's categories are the training split's distinct values (sorted as class names are); a
+one_hot column gives one value per category, an index column one code (see modelspec.contract.Columns, which is saved
+with the weights so that `run` encodes its input the same way). One-hot values are left 0 and 1 by normalization.
+
+An image is read as floats 0..1 of the input's shape [channels, height, width] (1 channel: grayscale, 3: RGB, 4: RGBA,
+converted from what the file holds), normalized per channel. Augmentation changes training batches only, drawn from
+the data order's generator (one seed per epoch, then one generator per batch), so a resumed run draws the same.
 
 Text examples are windows of `context` characters (x) and the same window shifted by one character (y); windows start
 every context // 2 characters, so a small text gives twice the examples of non-overlapping windows. The last
@@ -21,26 +31,30 @@ from __future__ import annotations
 import csv
 import io
 import math
+import os
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from struct import error as struct_error
 from typing import Any
 
 import numpy as np
 
 from specgrad.datasets import load_digits, load_text, split
 from specgrad.flags import MAX_FILE_MB
+from specgrad.modelspec.contract import Columns
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import MIB, SIZE_HINT, check_inside, open_data, read_data
 from specgrad.modelspec.layers import LAYERS
 from specgrad.modelspec.loader import YNode
 from specgrad.modelspec.schema import did_you_mean
-from specgrad.modelspec.validate import DATA, TRAIN, ValidSpec
+from specgrad.modelspec.validate import DATA, TRAIN, ValidSpec, index_mix_problem
 
 DEFAULT_VOCAB = 128  # NOTE: characters are their code points; ASCII unless the model's embedding says otherwise
 MAX_PROBLEMS = 10  # problems of one kind (cells, characters) reported at once; the rest are counted
-FLOAT_SOURCES = ("digits", "csv", "spirals", "sine")
+FLOAT_SOURCES = ("digits", "images", "spirals", "sine")  # NOTE: csv gives integer codes when every feature is an index
 MAX_LABEL = 2**31 - 1  # NOTE: labels are int32 on the device; a larger one must be an error, never a wrap
 EXACT_FLOAT32 = 2**24  # NOTE: integers up to this are exact in float32
 MAX_CLASSES = LAYERS["linear"].entry.args.fields["out"].max  # NOTE: the widest output layer the schema allows
@@ -50,9 +64,16 @@ MAX_ZIP_DIRECTORY = 1 << 20  # NOTE: bytes of a .npz's zip directory (a few hund
 MAX_NPY_HEADER = 10_000  # NOTE: bytes of a .npy header, numpy's own limit; np.save writes about 128
 MAX_TEXT_CHARS = 64_000_000  # NOTE: a text source's windows take 16 bytes per character (x and y, int32, overlapping)
 SHOWN = 40  # NOTE: characters of a data file's cell or column name a message quotes
+MAX_ENCODED = 1 << 28  # NOTE: values of a csv's examples once one-hot encoded (1 GiB of float32)
+IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")  # NOTE: what Pillow is asked to read (its formats PNG and JPEG only)
+IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}  # NOTE: the input's channels -> the Pillow mode every image is converted to
+MAX_IMAGES = 1_000_000  # NOTE: files listed in an images folder
+MAX_IMAGE_VALUES = 1 << 30  # NOTE: values of all images once decoded (4 GiB of float32), checked before decoding
+NONFINITE_HINT = "missing or infinite values cannot be learned from: fill in a number, or remove the row"
 # NOTE: data keys that do something for some sources only; any other source with the key given is an error
-APPLIES = {"path": ("text", "csv", "npz"), "corpus": ("text",), "context": ("text",), "features": ("csv",),
-           "task": ("csv", "npz"), "samples": ("spirals", "sine"), "noise": ("spirals", "sine")}  # fmt: skip
+APPLIES = {"path": ("text", "csv", "npz", "images"), "corpus": ("text",), "context": ("text",), "features": ("csv",),
+           "categorical": ("csv",), "task": ("csv", "npz"), "resize": ("images",), "samples": ("spirals", "sine"),
+           "noise": ("spirals", "sine")}  # fmt: skip
 
 
 @dataclass
@@ -69,6 +90,8 @@ class Dataset:
     # "mean", "std" (shape y.shape[1:], e.g. (F,)) of the training y when regression targets are standardized
     target_stats: dict[str, np.ndarray] = field(default_factory=dict)
     class_names: list[str] | None = None  # task "classify": the label of each class index, in order
+    columns: Columns | None = None  # csv: the columns read and the categorical vocabularies (saved with the weights)
+    augment: dict[str, Any] | None = None  # data.augment when it changes anything: applied to training batches only
 
 
 # *** where things are: the spec as written, for locations ***
@@ -170,9 +193,12 @@ def load_data(spec: ValidSpec) -> Dataset:
     if kind in FLOAT_SOURCES and not src.dtype.startswith("float"):
         raise SpecError.at(src.input_loc("dtype") or src.input_loc(), f"source {kind} gives numbers with fractions, "
                            f"but the input's dtype is {src.dtype}", "use dtype float32")  # fmt: skip
+    _check_augment(src)
     ds = LOADERS[kind](src)
     if src.data["normalize"] and kind != "text" and src.dtype.startswith("float"):
-        ds = _normalized(ds, per_feature=kind != "digits")
+        ds = _normalized(ds, {"digits": None, "images": (0, 2, 3)}.get(kind, 0), ds.columns)
+    augment = src.data["augment"]
+    ds.augment = augment if augment and any(augment.values()) else None
     if ds.task == "regress" and src.data["normalize_target"] and src.data["target"] != "input":
         ds = _standardized_targets(ds)
     ds.x_train, ds.x_valid = ds.x_train.astype(src.dtype, copy=False), ds.x_valid.astype(src.dtype, copy=False)
@@ -203,12 +229,43 @@ def _check_unused(src: _Source) -> None:
             names = " and ".join(sources)
             problems.append(Problem(f"data.{key} is for the {names} source{'s' * (len(sources) > 1)}, not {kind}",
                                     src.near(key)))  # fmt: skip
-    allowed = {"digits": (None, "input"), "text": (None,), "spirals": (None,), "sine": (None,)}.get(kind)
+    allowed = {"digits": (None, "input"), "text": (None,), "images": (None,), "spirals": (None,),
+               "sine": (None,)}.get(kind)  # fmt: skip
     if allowed is not None and src.data["target"] not in allowed:
         digits = " for the digit labels, or write input to rebuild the image" if kind == "digits" else ""
         hint = f"leave it out{digits}"
         problems.append(Problem(f"data.target '{src.data['target']}' does not apply to source {kind}",
                                 src.near("target"), hint))  # fmt: skip
+    if problems:
+        raise SpecError(problems)
+
+
+def _check_augment(src: _Source) -> None:
+    """crop and flip move pixels, so they need images [channels, height, width] that are not also the target; noise
+    needs a float input."""
+    augment, problems = src.data["augment"] or {}, []
+    shape, image = src.shape, len(src.shape) == 3
+
+    def at(key: str) -> Location | None:
+        node = src.node("data", "augment", key)
+        return node.loc if node is not None else src.near("augment")
+
+    for key in (k for k in ("crop", "flip") if augment.get(k)):
+        if not image:
+            problems.append(Problem(f"data.augment.{key} changes images, but the input's shape {list(shape)} is not an "
+                                    "image's [channels, height, width]", at(key),
+                                    "remove it (noise works with any float input)"))  # fmt: skip
+        elif src.data["target"] == "input":
+            problems.append(Problem(f"data.augment.{key} would move the input's pixels away from the target's, which "
+                                    "is the same image (target: input)", at(key),
+                                    "remove it (noise, for a denoising autoencoder, works)"))  # fmt: skip
+    if image and augment.get("crop", 0) >= (side := min(shape[1:])):
+        problems.append(Problem(f"data.augment.crop is {augment['crop']} pixels, but the images are only "
+                                f"{shape[2]}x{shape[1]}: a random window could hold padding only", at("crop"),
+                                f"use a crop below {side}, such as {max(1, side // 8)}"))  # fmt: skip
+    if augment.get("noise") and not src.dtype.startswith("float"):
+        problems.append(Problem(f"data.augment.noise adds fractions, but the input's dtype is {src.dtype}",
+                                at("noise"), "remove it: integer inputs (tokens, codes) take no noise"))  # fmt: skip
     if problems:
         raise SpecError(problems)
 
@@ -428,10 +485,14 @@ def unstandardize(y: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
     return y * stats["std"] + stats["mean"] if stats else y
 
 
-def _statistics(x: np.ndarray, axis: int | None) -> dict[str, np.ndarray]:
-    """Mean and std (std 0 -> 1) as float32, over `axis` (None: one number for everything)."""
+def _statistics(x: np.ndarray, axis: int | tuple[int, ...] | None) -> dict[str, np.ndarray]:
+    """Mean and std (std 0 -> 1) as float32, over `axis` (None: one number for everything; a tuple keeps the other
+    axes, e.g. (0, 2, 3) gives images (C, 1, 1) statistics per channel)."""
     x = x.astype(np.float64)
-    mean, std = np.asarray(x.mean(axis=axis)), np.asarray(x.std(axis=axis))
+    keep = isinstance(axis, tuple)
+    mean, std = np.asarray(x.mean(axis=axis, keepdims=keep)), np.asarray(x.std(axis=axis, keepdims=keep))
+    if keep:
+        mean, std = mean[0], std[0]  # NOTE: without the batch axis
     return {"mean": mean.astype(np.float32), "std": np.where(std == 0, 1.0, std).astype(np.float32)}
 
 
@@ -443,9 +504,13 @@ def _standardized_targets(ds: Dataset) -> Dataset:
     return ds
 
 
-def _normalized(ds: Dataset, per_feature: bool) -> Dataset:
-    """Standardized with the TRAINING split's mean and std (per feature, or one number for images); std 0 -> 1."""
-    ds.stats = _statistics(ds.x_train, axis=0 if per_feature else None)
+def _normalized(ds: Dataset, axis: int | tuple[int, ...] | None, columns: Columns | None = None) -> Dataset:
+    """Standardized with the TRAINING split's mean and std over `axis` (0: per feature; None: one number for the
+    digits; (0, 2, 3): per channel of images); std 0 -> 1; one-hot values are kept as 0 and 1 (mean 0, std 1)."""
+    ds.stats = _statistics(ds.x_train, axis=axis)
+    if columns is not None and columns.categorical:
+        mask = columns.one_hot_mask()
+        ds.stats["mean"][mask], ds.stats["std"][mask] = 0.0, 1.0
     ds.x_train, ds.x_valid = standardize(ds.x_train, ds.stats), standardize(ds.x_valid, ds.stats)
     return ds
 
@@ -640,10 +705,16 @@ def _csv_columns(src: _Source, header: list[str], line: int, file: Path) -> tupl
     if target in (src.data["features"] or []):
         raise SpecError.at(src.near("features"), f"data.features includes the target column '{target}': the model "
                            "would be given the answer", "remove it from features")  # fmt: skip
+    listed = [] if src.data["features"] else list(src.data["categorical"] or {})  # NOTE: else checked as features
     problems = [Problem(f"data.{key} names the column '{_quoted(name)}', but {file.name} has no such column", hloc,
                         _column_hint(name, header))
-                for key, names in (("features", features), ("target", [target])) for name in names
-                if name not in header]  # fmt: skip
+                for key, names in (("features", features), ("target", [target]), ("categorical", listed))
+                for name in names if name not in header]  # fmt: skip
+    index = [k for k, enc in (src.data["categorical"] or {}).items() if enc == "index"]
+    others = [f for f in features if (src.data["categorical"] or {}).get(f) != "index"]
+    if index and others and not problems:
+        node = src.node("data", "categorical", index[0])
+        problems.append(index_mix_problem(index[0], others, node.loc if node is not None else src.near("categorical")))
     for name in [*features, target]:
         at = [i for i, h in enumerate(header) if h == name]
         if len(at) > 1:
@@ -659,8 +730,10 @@ def _csv_columns(src: _Source, header: list[str], line: int, file: Path) -> tupl
     return features, [header.index(n) for n in [*features, target]]
 
 
-def _cell(text: str, line: int, col: int, name: str, file: Path) -> tuple[float, Problem | None]:
-    """The number in one cell, or the problem with it."""
+def _cell(text: str, line: int, col: int, name: str, file: Path, nonfinite_hint: str | None = NONFINITE_HINT
+          ) -> tuple[float, Problem | None]:  # fmt: skip
+    """The number in one cell, or the problem with it; NaN and infinity are read as they are when `nonfinite_hint` is
+    None, else refused with it."""
     s, loc, name = text.strip(), Location(str(file), line, col + 1), _quoted(name)
     if not s:
         return 0.0, Problem(f"row {line}, column '{name}' is empty", loc, "fill in a number, or remove the row")
@@ -670,10 +743,8 @@ def _cell(text: str, line: int, col: int, name: str, file: Path) -> tuple[float,
         return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is not a number", loc,
                             "write a plain number such as 1200 or 3.5: a point for decimals, no units, no thousands "
                             "separators")  # fmt: skip
-    if not math.isfinite(v):
-        return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is not a finite number", loc,
-                            "missing or infinite values cannot be learned from: fill in a number, or remove the "
-                            "row")  # fmt: skip
+    if not math.isfinite(v) and nonfinite_hint is not None:
+        return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is not a finite number", loc, nonfinite_hint)
     return v, None
 
 
@@ -767,29 +838,142 @@ def _raise_cut(problems: list[Problem], file: Path) -> None:
         raise SpecError(problems)
 
 
-def _load_csv(src: _Source) -> Dataset:
-    file = src.file()
-    rows = _csv_rows(_decode(_read_bytes(src, file), file), file)
+def csv_table(raw: bytes, file: Path) -> tuple[int, list[str], list[tuple[int, list[str]]]]:
+    """(the header's line, its column names, the (line, cells) of every row after it) of a CSV file's bytes: training
+    data or `run --input`. An empty file, or a header without rows, is an error."""
+    rows = _csv_rows(_decode(raw, file), file)
     if not rows:
         raise SpecError.at(Location(str(file), 1, 1), f"{file.name} is empty: a CSV file needs a header row naming "
                            "the columns, then one row per example")  # fmt: skip
     (hline, header), rows = (rows[0][0], [h.strip() for h in rows[0][1]]), rows[1:]
-    features, cols = _csv_columns(src, header, hline, file)
-    n = len(features)
-    _check_shape(src, (n,), f"data.features gives {n} columns ({', '.join(features)}), shape [{n}] per example")
     if not rows:
         raise SpecError.at(Location(str(file), hline + 1, 1), f"{file.name} has a header but no rows of data")
+    return hline, header, rows
+
+
+def encode_rows(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], columns: Columns, file: Path,
+                nonfinite_hint: str | None, unseen: str) -> tuple[np.ndarray, list[Problem]]:  # fmt: skip
+    """(N, columns.width) examples of the feature columns at `cols` (float64, or int64 codes when every feature is an
+    index column), and every ragged row and bad cell. `nonfinite_hint` is the hint for NaN or infinity (None: read
+    them as they are); `unseen` follows a categorical value the vocabulary does not hold, in its message."""
+    out = np.zeros((len(rows), columns.width), np.int64 if columns.is_index else np.float64)
+    problems, slots = [], columns.slots()
+    for i, (line, cells) in enumerate(rows):
+        if len(cells) != len(header):
+            problems.append(Problem(f"row {line} has {len(cells)} cells, but the header has {len(header)} columns",
+                                    Location(str(file), line, min(len(cells), len(header)) + 1),
+                                    "check for a missing or extra comma; a value with a comma in it goes in "
+                                    "quotes"))  # fmt: skip
+            continue
+        for c, (at, enc, codes) in zip(cols, slots):
+            if enc is None:
+                out[i, at], problem = _cell(cells[c], line, c, header[c], file, nonfinite_hint)
+            else:
+                code, problem = _category(cells[c], line, c, header[c], file, codes, unseen)
+                out[i, at + code * (enc == "one_hot")] = 1 if enc == "one_hot" else code
+            problems += [problem] if problem else []
+    return out, problems
+
+
+def _category(text: str, line: int, col: int, name: str, file: Path, codes: dict[str, int], unseen: str
+              ) -> tuple[int, Problem | None]:  # fmt: skip
+    """The code of one categorical cell (its one-hot position, or index code), or the problem with it."""
+    s, loc, name = text.strip(), Location(str(file), line, col + 1), _quoted(name)
+    if not s:
+        return 0, Problem(f"row {line}, column '{name}' is empty", loc, "fill in its category, or remove the row")
+    if s in codes:
+        return codes[s], None
+    known = list(codes)
+    shown = ", ".join(_quoted(v) for v in known[:10]) + (f", ... ({len(known)} in all)" if len(known) > 10 else "")
+    hint = did_you_mean(s, known) or ""
+    return 0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' {unseen}", loc,
+                      f"{hint} the categories are: {shown}".strip())  # fmt: skip
+
+
+def _vocabulary(rows: list[tuple[int, list[str]]], train: np.ndarray, col: int, width: int) -> tuple[str, ...]:
+    """The distinct values of a categorical column in the training rows, sorted as class names are."""
+    values = {rows[i][1][col].strip() for i in train.tolist() if len(rows[i][1]) == width}
+    return tuple(sorted(values - {""}, key=_class_order))
+
+
+def _text_columns(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], columns: Columns,
+                  file: Path, hline: int) -> list[Problem]:  # fmt: skip
+    """A number column that holds mostly text is a column of categories nobody said so of: one problem for it, not
+    one per cell."""
+    problems = []
+    for c in (c for c, name in zip(cols, columns.features) if name not in columns.categorical):
+        cells = [s for _, cells in rows if len(cells) == len(header) and (s := cells[c].strip())]
+        words = [s for s in cells if not is_number(s)]
+        if words and 2 * len(words) > len(cells):
+            shown = ", ".join(f"'{_quoted(w)}'" for w in list(dict.fromkeys(words))[:3])
+            name = _quoted(header[c])
+            problems.append(Problem(f"column '{name}' holds text ({shown}, ...), not numbers",
+                                    Location(str(file), hline, c + 1),
+                                    f"to feed it to the model as categories, add it to data.categorical, e.g. "
+                                    f"categorical: {{{name}: one_hot}}; to leave it out, list the other columns in "
+                                    "data.features"))  # fmt: skip
+    return problems
+
+
+def _check_columns(src: _Source, columns: Columns) -> None:
+    """The encoded width is the input's; numbers and one-hot values need a float input, index codes an integer one
+    read by an embedding with room for every code."""
+    n = len(columns.features)
+    what = f"data.features gives {n} columns ({', '.join(columns.features)}), shape [{n}] per example" if not \
+        columns.categorical else f"the columns give {columns.explain()}"  # fmt: skip
+    if columns.is_index != src.dtype.startswith(("int", "uint")):
+        hint = "use dtype int32 (the codes feed an embedding)" if columns.is_index else "use dtype float32"
+        why = "index columns give whole-number codes for an embedding" if columns.is_index else \
+            f"source csv gives numbers with fractions{' and one-hot values' * bool(columns.categorical)}"  # fmt: skip
+        raise SpecError.at(src.input_loc("dtype") or src.input_loc(), f"{why}, but the input's dtype is {src.dtype}",
+                           hint)  # fmt: skip
+    _check_shape(src, (columns.width,), what)
+    if not columns.is_index:
+        return
+    codes, (vocab, from_model) = columns.codes, _vocab(src)
+    parts = " + ".join(f"{f} ({len(columns.categorical[f][1])})" for f in columns.features)
+    if codes - 1 > np.iinfo(src.dtype).max:
+        raise SpecError.at(src.input_loc("dtype"), f"the index columns have {codes} codes ({parts} categories), more "
+                           f"than {src.dtype} holds", "use dtype int32")  # fmt: skip
+    if not from_model:
+        raise SpecError.at(src.input_loc(), f"index columns give codes for an embedding, but no embedding layer reads "
+                           f"the input '{src.name}'", f"start the model with an embedding of vocab {codes} "
+                           f"({parts} categories), e.g. {{embedding: {{vocab: {codes}, dim: 8}}}}")  # fmt: skip
+    if vocab < codes:
+        step = next(s for s in src.spec.steps if s.what == "embedding" and src.name in s.srcs)
+        raise SpecError.at(step.loc, f"the embedding's vocab is {vocab}, but the index columns have {codes} codes in "
+                           f"all: {parts} categories, numbered one column after the other",
+                           f"set vocab to {codes}")  # fmt: skip
+
+
+def _load_csv(src: _Source) -> Dataset:
+    file = src.file()
+    hline, header, rows = csv_table(_read_bytes(src, file), file)
+    features, cols = _csv_columns(src, header, hline, file)
     col, what = cols[-1], f"the values of column '{_quoted(header[cols[-1]])}' in {file.name}"
+    train, _ = _indices(len(rows), src.data["valid_split"], src.spec.values["seed"])
+    categorical = src.data["categorical"] or {}
+    vocabularies = {f: (categorical[f], _vocabulary(rows, train, c, len(header)))
+                    for f, c in zip(features, cols) if f in categorical}  # fmt: skip
+    columns = Columns(tuple(features), vocabularies)
+    _raise_cut(_text_columns(rows, header, cols[:-1], columns, file, hline), file)
+    _check_columns(src, columns)
+    if len(rows) * columns.width > MAX_ENCODED:
+        raise SpecError.at(src.input_loc(), f"{len(rows):,} rows of {columns.width:,} values each (one-hot encoded) "
+                           f"are more than {MAX_ENCODED:,} values", "encode the columns with many categories as "
+                           "index, or merge rare categories")  # fmt: skip
+    unseen = "is in validation rows only: the categories are those of the training rows, so the model never learns it"
+    x, problems = encode_rows(rows, header, cols[:-1], columns, file, NONFINITE_HINT, unseen)
     texts = any(len(c) == len(header) and c[col].strip() and not is_number(c[col].strip()) for _, c in rows)
     task = src.data["task"] or ("classify" if texts else "regress")
     if src.data["task"] is None:
         _raise_cut(_stray_text_problems(rows, header, col, file), file)
     if task == "regress":
-        values, problems = _csv_numbers(rows, header, cols, file)
-        _raise_cut(problems or _big_target_problems(rows, header, col, file), file)
-        x, y, names = values[:, :-1], values[:, -1:], None  # (N, F), (N, 1)
+        whole = [(line, c) for line, c in rows if len(c) == len(header)]  # NOTE: encode_rows reports ragged rows
+        values, more = _csv_numbers(whole, header, [col], file)
+        _raise_cut(problems + more or _big_target_problems(rows, header, col, file), file)
+        y, names = values, None  # (N, 1)
     else:
-        x, problems = _csv_numbers(rows, header, cols[:-1], file)
         y, names, more = _csv_labels(rows, header, col, file)
         _raise_cut(problems + more, file)
         what = f"the classes in column '{_quoted(header[col])}' of {file.name}"
@@ -799,7 +983,34 @@ def _load_csv(src: _Source) -> Dataset:
 
     target = _Target(task, what, label_at if names is None else None, names, settable=True, per_row=True)
     where = f"the {len(rows)} data rows of {file.name} with valid_split {src.data['valid_split']}"
-    return _split(src, x.astype(np.float32), y, target, Location(str(file), rows[-1][0], 1), where)
+    x = x if columns.is_index else x.astype(np.float32)
+    ds = _split(src, x, y, target, Location(str(file), rows[-1][0], 1), where)
+    ds.columns = columns
+    return ds
+
+
+def input_columns(spec: ValidSpec, saved: Columns | None, header: list[str], hline: int, file: Path
+                  ) -> tuple[Columns, list[int]]:  # fmt: skip
+    """The columns of a CSV input to `run` that the model reads, and where they are: the columns saved with the
+    weights (with their vocabularies); without them (weights another tool wrote), a csv spec's data.features, or every
+    column but its target; a model trained on other data reads every column, in order."""
+    data = spec.values.get("data") or {}
+    if saved is None and data.get("source") == "csv" and data.get("categorical"):
+        raise SpecError.at(None, "the weights hold no vocabulary for the categorical columns (data.categorical), so "
+                           "their values cannot be encoded", "pass weights that `specgrad train` wrote")  # fmt: skip
+    if saved is None and data.get("source") != "csv":
+        if all(is_number(h) for h in header):
+            raise SpecError.at(Location(str(file), hline, 1), f"the first row of {file.name} holds numbers: a CSV "
+                               "input needs a header row naming the columns", "add a header row")  # fmt: skip
+        return Columns(tuple(header)), list(range(len(header)))
+    columns = saved or Columns(tuple(data.get("features") or [h for h in header if h != data.get("target")]))
+    missing = [f for f in columns.features if f not in header]
+    if missing:
+        raise SpecError.at(Location(str(file), hline, 1), f"the model reads the columns "
+                           f"{', '.join(_quoted(f) for f in columns.features[:20])}, but {file.name} has no column "
+                           f"{', '.join(repr(_quoted(m)) for m in missing[:20])}",
+                           _column_hint(missing[0], header))  # fmt: skip
+    return columns, [header.index(f) for f in columns.features]
 
 
 # *** npz ***
@@ -963,26 +1174,179 @@ def _load_npz(src: _Source) -> Dataset:
     return _split(src, x, y, target, loc, what)
 
 
+# *** images ***
+
+
+def pillow(loc: Location | None) -> Any:
+    """Pillow's Image module (the optional extra `images`), or an error at `loc` saying how to install it."""
+    try:
+        from PIL import Image
+    except ImportError:
+        raise SpecError.at(loc, "reading images needs Pillow, which is not installed",
+                           "pip install 'specgrad[images]'") from None  # fmt: skip
+    return Image
+
+
+def _class_folders(src: _Source, folder: Path, loc: Location) -> list[tuple[str, list[Path]]]:
+    """(class name, its image files) for every sub-folder of `folder`, classes sorted as class names are and files by
+    name; hidden names (starting with '.') are skipped. Anything else in the way is an error naming it."""
+    real, problems, listed = Path(src.checked(folder, src.data["path"], loc)), [], 0
+
+    def entries(path: Path) -> list[os.DirEntry]:
+        nonlocal listed
+        found = []
+        with os.scandir(path) as it:
+            for e in it:
+                listed += 1
+                if listed > MAX_IMAGES:
+                    raise SpecError.at(loc, f"{folder} holds more than {MAX_IMAGES:,} files and folders, more than "
+                                       "an images source reads", "use fewer images, or save them as arrays in an "
+                                       ".npz")  # fmt: skip
+                if not e.name.startswith("."):
+                    found.append(e)
+        return sorted(found, key=lambda e: e.name)
+
+    classes = []
+    for e in entries(real):
+        shown = folder / e.name
+        if not e.is_dir():
+            problems.append(Problem(f"{shown} is not a folder: {folder} must hold one sub-folder of images per class",
+                                    loc, "move it into its class folder, or out of the data folder"))  # fmt: skip
+            continue
+        files = []
+        for f in entries(Path(src.checked(real / e.name, f"{src.data['path']}/{e.name}", loc))):
+            if f.is_dir() or Path(f.name).suffix.lower() not in IMAGE_SUFFIXES:
+                what = "a folder" if f.is_dir() else "not a .png, .jpg or .jpeg file"
+                problems.append(Problem(f"{shown / f.name} is {what}: a class folder holds PNG and JPEG images only",
+                                        loc, "remove it or move it out of the data folder"))  # fmt: skip
+            else:
+                files.append(shown / f.name)
+        if not files:
+            problems.append(Problem(f"the class folder {shown} holds no images", loc,
+                                    "add PNG or JPEG images of the class, or remove the folder"))  # fmt: skip
+        classes.append((e.name, files))
+    _raise_cut(problems, folder)
+    if len(classes) < 2:
+        found = f"only one, '{excerpt(classes[0][0], SHOWN)}'" if classes else "none"
+        raise SpecError.at(loc, f"{folder} must hold one sub-folder of images per class, and a classifier needs at "
+                           f"least 2 classes; it holds {found}", "add a folder for each class, named after it, with "
+                           "its images inside")  # fmt: skip
+    return sorted(classes, key=lambda c: _class_order(c[0]))
+
+
+class WrongSize(ValueError):
+    """An image of another size than the input's, without data.resize."""
+
+
+def read_image(raw: bytes, shown: str, shape: tuple[int, ...], resize: bool, image: Any) -> np.ndarray:
+    """One PNG or JPEG file's bytes as floats 0..1 of `shape` (channels, height, width): turned as its EXIF
+    orientation says, converted to the channels' mode, scaled to height x width when `resize` (else another size is an
+    error). A ValueError says in words why it cannot be (a damaged file, another format, too many pixels, the size)."""
+    from PIL import ImageOps
+
+    channels, h, w = shape
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", image.DecompressionBombWarning)  # NOTE: refused before any pixel is decoded
+            warnings.simplefilter("ignore", UserWarning)  # NOTE: e.g. palette transparency notes on conversion
+            with image.open(io.BytesIO(raw), formats=("PNG", "JPEG")) as img:
+                if resize and img.format == "JPEG":
+                    img.draft(IMAGE_MODES[channels], (w, h))  # NOTE: JPEG decodes at a smaller scale, faster
+                img = ImageOps.exif_transpose(img)
+                if img.size != (w, h) and not resize:
+                    raise WrongSize(f"{shown} is {img.size[0]}x{img.size[1]} pixels, but the input's shape "
+                                    f"{list(shape)} takes {w}x{h} images (width x height)")  # fmt: skip
+                wide = img.mode.startswith("I")  # NOTE: 16-bit grayscale PNG: 0..65535, which convert('L') would clip
+                img = image.fromarray(np.asarray(img, np.float32) / 65535, "F") if wide else \
+                    img.convert(IMAGE_MODES[channels])  # fmt: skip
+                if img.size != (w, h):
+                    img = img.resize((w, h), image.Resampling.BILINEAR)
+                a = np.asarray(img, np.float32) / (1 if wide else 255)
+                if wide and channels > 1:  # NOTE: gray repeated as RGB, and an opaque alpha
+                    a = np.stack([a] * 3 + [np.ones_like(a)] * (channels - 3), axis=2)
+    except (image.DecompressionBombError, image.DecompressionBombWarning):
+        raise ValueError(f"{shown} declares more than {image.MAX_IMAGE_PIXELS:,} pixels, more than an image is "
+                         "decoded for (a decompression bomb, or a huge photo)") from None  # fmt: skip
+    except image.UnidentifiedImageError:
+        raise ValueError(f"{shown} is not a PNG or JPEG image (its contents are something else)") from None
+    except (OSError, SyntaxError, EOFError, struct_error, ZeroDivisionError, MemoryError) as e:
+        raise ValueError(f"{shown} cannot be read as an image: it is damaged or cut short ({excerpt(str(e), 80)})"
+                         ) from None  # fmt: skip
+    return (a[None] if a.ndim == 2 else a.transpose(2, 0, 1)).reshape(shape)
+
+
+def _load_images(src: _Source) -> Dataset:
+    folder, loc = src.file(), src.path_loc(src.file())
+    if len(src.shape) != 3 or src.shape[0] not in IMAGE_MODES:
+        raise SpecError.at(src.input_loc(), f"source images gives examples of shape [channels, height, width] with 1 "
+                           f"(grayscale), 3 (RGB) or 4 (RGBA) channels, but the input's shape is {list(src.shape)}",
+                           "set the input's shape to, e.g., [3, 32, 32]")  # fmt: skip
+    image = pillow(src.near("source"))
+    classes = _class_folders(src, folder, loc)
+    files = [(f, k) for k, (_, fs) in enumerate(classes) for f in fs]
+    if len(files) * math.prod(src.shape) > MAX_IMAGE_VALUES:
+        raise SpecError.at(loc, f"{len(files):,} images of shape {list(src.shape)} are more than {MAX_IMAGE_VALUES:,} "
+                           "values, more than an images source holds in memory",
+                           "use smaller images (data.resize) or fewer of them")  # fmt: skip
+    x, problems, hinted = np.zeros((len(files), *src.shape), np.float32), [], set()
+    for i, (file, _) in enumerate(files):
+        raw = read_data(src.checked(file, str(file), loc), loc, "data.path")
+        try:
+            x[i] = read_image(raw, str(file), src.shape, src.data["resize"], image)
+        except ValueError as e:
+            hint = "set data.resize: true to scale every image to the input's size, or resize the files" if \
+                isinstance(e, WrongSize) else "replace or remove the file"  # fmt: skip
+            problems.append(Problem(str(e), loc, hint if hint not in hinted else None))  # NOTE: each hint once
+            hinted.add(hint)
+    _raise_cut(problems, folder)
+    y = np.array([k for _, k in files], np.int32)
+    names = [name for name, _ in classes]
+    target = _Target("classify", f"the class folders of {folder.name}", names=names)
+    return _split(src, x, y, target, loc, f"the {len(files)} images in {folder} with valid_split "
+                  f"{src.data['valid_split']}")  # fmt: skip
+
+
 LOADERS: dict[str, Callable[[_Source], Dataset]] = {
-    "digits": _load_digits, "text": _load_text, "csv": _load_csv, "npz": _load_npz, "spirals": _load_spirals,
-    "sine": _load_sine}  # fmt: skip
+    "digits": _load_digits, "text": _load_text, "csv": _load_csv, "npz": _load_npz, "images": _load_images,
+    "spirals": _load_spirals, "sine": _load_sine}  # fmt: skip
 
 
 # *** batches ***
 
 
-def batches(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool,
-            rng: np.random.Generator | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
-    """Full training batches, in a new order from `rng` each call when shuffle; the last partial batch is dropped."""
+def batches(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, rng: np.random.Generator | None = None,
+            augment: dict[str, Any] | None = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:  # fmt: skip
+    """Full training batches, in a new order from `rng` each call when shuffle; the last partial batch is dropped.
+    With `augment` (Dataset.augment), each batch is changed by a generator seeded from one number `rng` draws per
+    call and the batch's position, so batch i of an epoch is the same whether or not the batches before it ran."""
     # NOTE: full batches only, so a TinyJit-captured training step sees one shape on every replay
-    if shuffle and rng is None:
-        raise ValueError("batches(shuffle=True) needs an np.random.Generator")
+    if (shuffle or augment) and rng is None:
+        raise ValueError("batches(shuffle=True) and batches(augment=...) need an np.random.Generator")
     order = rng.permutation(len(x)) if shuffle else None
-    for i in range(0, len(x) - batch_size + 1, batch_size):
-        if order is None:
-            yield x[i : i + batch_size], y[i : i + batch_size]
+    seed = int(rng.integers(1 << 63)) if augment else 0
+    for n, i in enumerate(range(0, len(x) - batch_size + 1, batch_size)):
+        pick = slice(i, i + batch_size) if order is None else order[i : i + batch_size]
+        if augment:
+            yield augmented(x[pick], augment, np.random.default_rng([seed, n])), y[pick]
         else:
-            yield x[order[i : i + batch_size]], y[order[i : i + batch_size]]
+            yield x[pick], y[pick]
+
+
+def augmented(x: np.ndarray, augment: dict[str, Any], rng: np.random.Generator) -> np.ndarray:
+    """A batch (B, *input shape) with data.augment's changes, in this order: a random window of each image (B, C, H,
+    W) padded by `crop` pixels of 0 (the mean, once normalized), a left-right mirror of each with probability 1/2,
+    Gaussian noise of std `noise` on every value."""
+    out = x
+    if augment.get("crop"):
+        p, (b, _, h, w) = augment["crop"], x.shape
+        padded = np.pad(x, ((0, 0), (0, 0), (p, p), (p, p)))
+        dy, dx = rng.integers(0, 2 * p + 1, b), rng.integers(0, 2 * p + 1, b)
+        out = np.stack([padded[k, :, dy[k] : dy[k] + h, dx[k] : dx[k] + w] for k in range(b)])
+    if augment.get("flip"):
+        out = np.where((rng.random(len(x)) < 0.5).reshape(-1, *[1] * (x.ndim - 1)), out[..., ::-1], out)
+    if augment.get("noise"):
+        out = out + augment["noise"] * rng.standard_normal(out.shape, dtype=np.float32)
+    return np.ascontiguousarray(out, dtype=x.dtype)
 
 
 def eval_batches(x: np.ndarray, y: np.ndarray, batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:

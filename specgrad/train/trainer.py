@@ -54,7 +54,7 @@ from specgrad.train.run_folder import (
 )
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
-DATA_META = ("task", "normalization", "target_normalization", "class_names")  # NOTE: what the data decides
+DATA_META = ("task", "normalization", "target_normalization", "class_names", "columns")  # NOTE: what the data decides
 
 
 class NonFiniteLoss(RuntimeError):
@@ -285,7 +285,7 @@ class Trainer:
                 epoch, start, pos.data_rng = pos.epoch + 1, time.perf_counter(), dict(rng.bit_generator.state)
                 shuffle = self.spec.values["data"]["shuffle"]
                 for i, (x, y) in enumerate(batches(self.data.x_train, self.data.y_train, self.spec.batch_size,
-                                                   shuffle, rng)):  # fmt: skip
+                                                   shuffle, rng, self.data.augment)):  # fmt: skip
                     if i < pos.skip:
                         continue  # NOTE: resuming mid-epoch: these batches were trained before the interruption
                     self._step(log, pos, epoch, x, y, on_step)
@@ -409,13 +409,16 @@ class Trainer:
 
     def metadata(self) -> dict[str, str]:
         """What `specgrad run` and the exporters need besides the weights: the spec's hash, the task, the training
-        split's input statistics, the regression targets' statistics and the class names."""
+        split's input statistics, the regression targets' statistics, the class names and a csv's columns (with the
+        categorical vocabularies)."""
         d = self.data
         meta = {"spec_hash": spec_hash(self.spec.values), "name": str(self.spec.values["name"]), "task": d.task,
                 "normalization": _listed(d.stats), "target_normalization": _listed(d.target_stats)}  # fmt: skip
         if d.task == "classify":
             names = d.class_names or [str(k) for k in range(d.num_classes or 0)]
             meta["class_names"] = json.dumps(list(names))
+        if d.columns is not None:
+            meta["columns"] = d.columns.to_meta()
         return meta
 
     def save_checkpoint(self, folder: Path, name: str, pos: Position) -> Path:

@@ -199,8 +199,8 @@ def test_json_and_csv_non_finite_values_with_and_without_the_option(weights: Pat
     (tmp_path / "x.json").write_text(json.dumps([np.reshape(r, (1, 8, 8)).tolist() for r in rows]))
     (tmp_path / "x.csv").write_text(",".join(f"p{i}" for i in range(64)) + "\n"
                                     + "\n".join(",".join(map(str, r)) for r in rows) + "\n")  # fmt: skip
-    said = {".json": "item [1][0][1][1] (Infinity) is not a finite number", ".csv": "row 3, column 'p9' 'inf' is not a "
-            "finite number"}  # fmt: skip
+    said = {".json": "item [1][0][1][1] (Infinity) is not a finite number",
+            ".csv": "row 3, column 'p9': 'inf' is not a finite number"}  # fmt: skip
     for ext in (".json", ".csv"):
         result = invoke("run", MLP, "--weights", weights, "--input", tmp_path / f"x{ext}")
         assert result.exit_code == 1 and said[ext] in result.output and "--allow-nonfinite" in result.output

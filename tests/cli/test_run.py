@@ -151,8 +151,8 @@ def test_bad_cells_are_located(weights, tmp_path: Path) -> None:
     (tmp_path / "x.csv").write_text(text)
     result = run_mlp(weights, tmp_path / "x.csv")
     assert result.exit_code == 1
-    assert f"{tmp_path / 'x.csv'}:3:6: error: row 3, column 'p5' 'dark' is not a number" in result.output
-    assert "row 4, column 'p9' 'nan' is not a finite number" in result.output
+    assert f"{tmp_path / 'x.csv'}:3:6: error: row 3, column 'p5': 'dark' is not a number" in result.output
+    assert "row 4, column 'p9': 'nan' is not a finite number" in result.output
     (tmp_path / "x.json").write_text(json.dumps([[[[0.1] * 8] * 8], [[[0.1] * 7 + [None]] + [[0.1] * 8] * 7]]))
     result = run_mlp(weights, tmp_path / "x.json")
     assert result.exit_code == 1 and "item [1][0][0][7] (null) is not a number" in result.output

@@ -1,0 +1,245 @@
+"""The images source (data.source: images): one sub-folder of PNG or JPEG files per class, read through Pillow and the
+reading policy, converted to the input's channels, sized by data.resize; every bad folder or file a located error."""
+
+from __future__ import annotations
+
+import builtins
+import os
+import struct
+import textwrap
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+from specgrad.cli.main import app
+from typer.testing import CliRunner
+
+from specgrad.flags import Context
+from specgrad.modelspec.errors import SpecError
+from specgrad.modelspec.validate import validate_file
+from specgrad.nn.state import safe_load_metadata
+from specgrad.train.data import load_data
+
+Image = pytest.importorskip("PIL.Image")
+runner = CliRunner()
+CONV = "[{conv2d: {out: 4, kernel: 3, padding: 1}}, relu, flatten, {linear: 2}]"
+
+
+def picture(path: Path, size: tuple[int, int] = (6, 4), mode: str = "RGB", value: int = 0) -> Path:
+    """A small image of `size` (width, height): a horizontal ramp plus `value`, saved by its suffix's format."""
+    w, h = size
+    ramp = (np.arange(w)[None, :] * 20 + np.arange(h)[:, None] * 3 + value).clip(0, 255).astype(np.uint8)
+    a = ramp if mode == "L" else np.stack([ramp, 255 - ramp, np.full_like(ramp, value)], axis=2)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(a, mode).save(path)
+    return path
+
+
+def folder(root: Path, classes: dict[str, int] | None = None, **kw) -> Path:
+    """root/photos/<class>/<k>.png, `classes` class name -> how many images."""
+    for name, n in (classes or {"cat": 5, "dog": 5}).items():
+        for k in range(n):
+            picture(root / "photos" / name / f"{k}.png", value=10 * k, **kw)
+    return root / "photos"
+
+
+def spec(root: Path, data: str = "", shape: str = "[3, 4, 6]", model: str = CONV, train: str = "{steps: 3}") -> Path:
+    """A spec whose data section starts on line 6: source images, path photos, batch_size 2, then `data`."""
+    text = f"specgrad: 1\nname: pics\ninput: {{shape: {shape}}}\nmodel: {model}\ntrain: {train}\ndata:\n"
+    body = "source: images\npath: photos\nbatch_size: 2\n" + textwrap.dedent(data)
+    path = root / "spec.yaml"
+    path.write_text(text + textwrap.indent(body, "  "))
+    return path
+
+
+def messages(path: Path, overrides: tuple[str, ...] = ()) -> list[str]:
+    with pytest.raises(SpecError) as e:
+        load_data(validate_file(path, overrides))
+    return [str(p) for p in e.value.problems]
+
+
+def test_class_folders_are_the_classes(tmp_path: Path) -> None:
+    folder(tmp_path, {"dog": 4, "cat": 3, "10": 2, "2": 2})
+    ds = load_data(
+        validate_file(spec(tmp_path, model=CONV.replace("linear: 2", "linear: 4")), ["data.normalize=false"])
+    )
+    assert ds.task == "classify" and ds.class_names == ["2", "10", "cat", "dog"] and ds.num_classes == 4
+    assert ds.x_train.shape[1:] == (3, 4, 6) and ds.x_train.dtype == np.float32
+    assert len(ds.x_train) + len(ds.x_valid) == 11 and 0 <= ds.x_train.min() and ds.x_train.max() <= 1
+    everything = np.concatenate([ds.x_train, ds.x_valid])
+    first = np.asarray(Image.open(tmp_path / "photos" / "cat" / "1.png"), np.float32).transpose(2, 0, 1) / 255
+    assert any(np.array_equal(x, first) for x in everything)
+
+
+def test_statistics_are_per_channel(tmp_path: Path) -> None:
+    folder(tmp_path)
+    ds = load_data(validate_file(spec(tmp_path)))
+    assert ds.stats["mean"].shape == (3, 1, 1) and ds.stats["std"].shape == (3, 1, 1)
+    np.testing.assert_allclose(ds.x_train.mean(axis=(0, 2, 3)), 0, atol=1e-5)
+    np.testing.assert_allclose(ds.x_train.std(axis=(0, 2, 3)), 1, atol=1e-4)
+
+
+def test_modes_are_converted_by_the_channel_count(tmp_path: Path) -> None:
+    gray = picture(tmp_path / "photos" / "a" / "g.png", mode="L")
+    picture(tmp_path / "photos" / "b" / "c.jpg")
+    rgb = load_data(validate_file(spec(tmp_path, "valid_split: 0\n"), ["data.normalize=false", "data.batch_size=1"]))
+    g = np.asarray(Image.open(gray), np.float32) / 255
+    x = rgb.x_train[np.argsort(rgb.y_train)]
+    assert np.array_equal(x[0], np.stack([g, g, g]))  # gray repeated as RGB
+    assert np.abs(x[1] - np.asarray(Image.open(tmp_path / "photos/b/c.jpg"), np.float32).transpose(2, 0, 1) / 255
+                  ).max() == 0  # fmt: skip
+    one = load_data(validate_file(spec(tmp_path, "valid_split: 0\n", shape="[1, 4, 6]"),
+                                  ["data.normalize=false", "data.batch_size=1"]))  # fmt: skip
+    assert one.x_train.shape[1:] == (1, 4, 6)
+    luma = np.asarray(Image.open(tmp_path / "photos/b/c.jpg").convert("L"), np.float32) / 255
+    assert np.array_equal(one.x_train[np.argsort(one.y_train)][1, 0], luma)
+
+
+def test_sixteen_bit_grayscale_keeps_its_range(tmp_path: Path) -> None:
+    a = (np.arange(24).reshape(4, 6) * 2700).astype(np.uint16)
+    (tmp_path / "photos" / "a").mkdir(parents=True)
+    Image.fromarray(a).save(tmp_path / "photos" / "a" / "deep.png")
+    picture(tmp_path / "photos" / "b" / "x.png", mode="L")
+    ds = load_data(validate_file(spec(tmp_path, "valid_split: 0\n", shape="[1, 4, 6]"),
+                                 ["data.normalize=false", "data.batch_size=1"]))  # fmt: skip
+    np.testing.assert_allclose(ds.x_train[ds.y_train == 0][0, 0], a / 65535, rtol=1e-6)
+
+
+def test_another_size_is_an_error_unless_resize(tmp_path: Path) -> None:
+    folder(tmp_path)
+    picture(tmp_path / "photos" / "dog" / "big.png", size=(12, 8))
+    path = spec(tmp_path)
+    assert messages(path) == [f"{path}:8:9: error: {tmp_path / 'photos/dog/big.png'} is 12x8 pixels, but the input's "
+                              "shape [3, 4, 6] takes 6x4 images (width x height)\n  hint: set data.resize: true to "
+                              "scale every image to the input's size, or resize the files"]  # fmt: skip
+    ds = load_data(validate_file(spec(tmp_path, "resize: true\n")))
+    assert len(ds.x_train) + len(ds.x_valid) == 11
+
+
+def test_bad_files_and_folders_are_located(tmp_path: Path) -> None:
+    photos = folder(tmp_path)
+    whole = picture(tmp_path / "whole.png", size=(6, 4)).read_bytes()
+    (photos / "cat" / "broken.png").write_bytes(whole[: len(whole) - 30])  # NOTE: cut short in its pixel data
+    (photos / "cat" / "notes.txt").write_text("hello")
+    (photos / "dog" / "fake.jpg").write_text("not a jpeg at all")
+    (photos / "dog" / "inner").mkdir()
+    (photos / "readme.md").write_text("hi")
+    (photos / ".DS_Store").write_bytes(b"\0\1")  # NOTE: hidden names are skipped
+    path = spec(tmp_path)
+    found = messages(path)
+    at = f"{path}:8:9: error: "
+    assert found == [
+        f"{at}{photos / 'cat' / 'notes.txt'} is not a .png, .jpg or .jpeg file: a class folder holds PNG and JPEG "
+        "images only\n  hint: remove it or move it out of the data folder",
+        f"{at}{photos / 'dog' / 'inner'} is a folder: a class folder holds PNG and JPEG images only\n"
+        "  hint: remove it or move it out of the data folder",
+        f"{at}{photos / 'readme.md'} is not a folder: {photos} must hold one sub-folder of images per class\n"
+        "  hint: move it into its class folder, or out of the data folder",
+    ]  # fmt: skip
+    assert len(found) == 3
+    (photos / "cat" / "notes.txt").unlink()
+    (photos / "dog" / "inner").rmdir()
+    (photos / "readme.md").unlink()
+    found = messages(path)
+    assert found[0].startswith(f"{at}{photos / 'cat' / 'broken.png'} cannot be read as an image: it is damaged or cut "
+                               "short (")  # fmt: skip
+    assert found[1] == f"{at}{photos / 'dog' / 'fake.jpg'} is not a PNG or JPEG image (its contents are something else)"
+
+
+def test_empty_and_single_class_folders(tmp_path: Path) -> None:
+    photos = folder(tmp_path, {"cat": 3})
+    path = spec(tmp_path)
+    assert messages(path) == [f"{path}:8:9: error: {photos} must hold one sub-folder of images per class, and a "
+                              "classifier needs at least 2 classes; it holds only one, 'cat'\n  hint: add a folder for "
+                              "each class, named after it, with its images inside"]  # fmt: skip
+    (photos / "dog").mkdir()
+    assert messages(path) == [f"{path}:8:9: error: the class folder {photos / 'dog'} holds no images\n"
+                              "  hint: add PNG or JPEG images of the class, or remove the folder"]  # fmt: skip
+
+
+def png_bomb(width: int, height: int) -> bytes:
+    """A PNG header declaring width x height pixels, with almost no data: Pillow learns the size before decoding."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("side", [10_000, 100_000])  # NOTE: over Pillow's warning limit, and over its error limit
+def test_a_decompression_bomb_is_refused_before_decoding(tmp_path: Path, side: int) -> None:
+    photos = folder(tmp_path)
+    (photos / "cat" / "bomb.png").write_bytes(png_bomb(side, side))
+    path = spec(tmp_path, "resize: true\n")
+    assert messages(path) == [f"{path}:8:9: error: {photos / 'cat' / 'bomb.png'} declares more than "
+                              f"{Image.MAX_IMAGE_PIXELS:,} pixels, more than an image is decoded for (a decompression "
+                              "bomb, or a huge photo)\n  hint: replace or remove the file"]  # fmt: skip
+
+
+def test_pillow_missing_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder(tmp_path)
+    real = builtins.__import__
+
+    def no_pil(name, *args, **kwargs):
+        if name == "PIL" or name.startswith("PIL."):
+            raise ImportError(f"No module named {name!r}")
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pil)
+    path = spec(tmp_path)
+    assert messages(path) == [f"{path}:7:11: error: reading images needs Pillow, which is not installed\n"
+                              "  hint: pip install 'specgrad[images]'"]  # fmt: skip
+
+
+def test_the_reading_policy_holds_for_every_file(tmp_path: Path) -> None:
+    project, outside = tmp_path / "project", tmp_path / "outside"
+    photos = folder(project)
+    picture(outside / "secret.png")
+    (photos / "cat" / "link.png").symlink_to(outside / "secret.png")
+    path = spec(project)
+    found = messages(path)
+    assert len(found) == 1 and "leaves the folders a spec may read from" in found[0] and "secret.png" in found[0]
+    (photos / "cat" / "link.png").unlink()
+    os.mkfifo(photos / "cat" / "pipe.png")
+    found = messages(path)
+    assert len(found) == 1 and "it is a FIFO (named pipe), not a regular file" in found[0]
+    (photos / "cat" / "pipe.png").unlink()
+    (photos / "dog" / "big.png").write_bytes(b"\0" * (2 << 20))
+    with Context(MAX_FILE_MB=1):
+        found = messages(path)
+    assert len(found) == 1 and "over the limit of 1 MiB" in found[0]
+
+
+def test_the_path_must_be_a_folder_inside_the_project(tmp_path: Path) -> None:
+    folder(tmp_path)
+    (tmp_path / "file.png").write_bytes(b"")
+    with pytest.raises(SpecError) as e:
+        validate_file(spec(tmp_path), ["data.path=file.png"])
+    assert "data.path: " in str(e.value) and "is not a folder, but source images reads a folder" in str(e.value)
+    with pytest.raises(SpecError) as e:
+        validate_file(spec(tmp_path), ["data.path=nowhere"])
+    assert "data.path: no such folder: " in str(e.value)
+
+
+def test_input_shape_and_keys_are_checked(tmp_path: Path) -> None:
+    folder(tmp_path)
+    flat = spec(tmp_path, shape="[24]", model="[{linear: 2}]")
+    assert messages(flat) == [f"{flat}:3:16: error: source images gives examples of shape [channels, height, width] "
+                              "with 1 (grayscale), 3 (RGB) or 4 (RGBA) channels, but the input's shape is [24]\n"
+                              "  hint: set the input's shape to, e.g., [3, 32, 32]"]  # fmt: skip
+    other = spec(tmp_path, shape="[2]", model="[{linear: 2}]")
+    other.write_text(other.read_text().replace("source: images\n  path: photos", "source: spirals\n  resize: true"))
+    assert messages(other) == [f"{other}:8:11: error: data.resize is for the images source, not spirals"]
+
+
+def test_an_image_model_trains_and_keeps_its_class_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder(tmp_path, {"cat": 4, "dog": 4})
+    monkeypatch.chdir(tmp_path)  # NOTE: the run folder's spec names ../../photos: inside the project root
+    result = runner.invoke(app, ["train", str(spec(tmp_path)), "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    meta = safe_load_metadata(tmp_path / "runs" / "pics-1" / "model.safetensors")
+    assert meta["class_names"] == '["cat", "dog"]' and "columns" not in meta
+    again = runner.invoke(app, ["validate", str(tmp_path / "runs" / "pics-1")])
+    assert again.exit_code == 0, again.output
