@@ -35,13 +35,14 @@ def test_every_example_spec_validates(spec: Path) -> None:
 
 
 def test_batch_option_sets_the_cost_report_and_the_memory_check(tmp_path: Path) -> None:
-    """A spec without a data section has no batch of its own (32 was assumed); --batch N costs the step at N, and the
-    memory check uses it too, where --set data.batch_size would demand a data source."""
+    """A spec without a data section cannot train as written: it is costed per example (batch 1; 32 was assumed, so
+    a model-only spec of GPT-2's size failed the memory check); --batch N costs the step at N, and the memory check
+    uses it too, where --set data.batch_size would demand a data source."""
     (spec := tmp_path / "tiny.yaml").write_text(GOOD)
     small = json.loads(runner.invoke(app, ["validate", str(spec), "--json"]).output)
     big = json.loads(runner.invoke(app, ["validate", str(spec), "--json", "--batch", "1024"]).output)
-    assert (small["batch_size"], big["batch_size"]) == (32, 1024)
-    assert big["activation_bytes"] == small["activation_bytes"] * 32 and big["params"] == small["params"]
+    assert (small["batch_size"], big["batch_size"]) == (1, 1024)
+    assert big["activation_bytes"] == small["activation_bytes"] * 1024 and big["params"] == small["params"]
     assert "batch 1024" in runner.invoke(app, ["validate", str(spec), "--batch", "1024"]).output
     over = runner.invoke(app, ["validate", str(ROOT / "specs" / "char_gpt.yaml"), "--batch", "60000"])
     assert over.exit_code == 1 and "a batch of 60000" in over.output and "budget" in over.output
@@ -64,7 +65,7 @@ def test_summary_numbers(tmp_path: Path) -> None:
     path.write_text(GOOD)
     spec = validate_file(path)
     assert [s.out_shape for s in spec.steps] == [(64,), (10,)]
-    assert spec.params == 64 * 10 + 10 and spec.batch_size == 32
+    assert spec.params == 64 * 10 + 10 and spec.batch_size == 1
     out = json.loads(runner.invoke(app, ["validate", str(path), "--json"]).output)
     assert out["valid"] and out["params"] == 650 and out["steps"][1]["output_shape"] == [10]
 
