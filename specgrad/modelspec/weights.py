@@ -54,10 +54,6 @@ def check_weights(steps: tuple[Step, ...], init: YNode | None, spec: str, read_f
     order = {s.name: i for i, s in enumerate(steps)}
     out = list(steps)
     for i, s in enumerate(steps):
-        if s.kind == "layer" and s.args.get("weight_std") is not None and "weight" not in LAYERS[s.what].weights(
-                s.in_shapes[0], s.args):  # fmt: skip
-            at = f"layer {s.name}" if s.name.isdigit() else f"node '{s.name}'"
-            problems.append(Problem(f"{at} ({s.what}) has no weight for weight_std to draw", s.loc))
         target = tie_target(s, set(order)) if s.kind == "layer" else None
         if target is None:
             continue
@@ -81,9 +77,7 @@ def _tie_problem(s: Step, target: str, steps: tuple[Step, ...], order: dict[str,
 
 def _tie_mismatch(s: Step, target: str, steps: tuple[Step, ...], order: dict[str, int], i: int) -> str | None:
     at = f"layer {s.name}" if s.name.isdigit() else f"node '{s.name}'"
-    mine = LAYERS[s.what].weights(s.in_shapes[0], s.args)
-    if "weight" not in mine:
-        return f"{at} ({s.what}) has no weight to tie"
+    mine = LAYERS[s.what].weights(s.in_shapes[0], s.args)  # NOTE: a kind takes tie: only when it has a weight
     if target not in order:
         return f"{at} ties its weight to '{excerpt(target)}', which is not a layer of the model"
     if order[target] >= i:

@@ -90,7 +90,7 @@ def test_a_layer_without_a_weight_cannot_tie(tmp_path: Path) -> None:
     path = _write(
         tmp_path, TIED.replace("{name: norm, layer: layernorm,", "{name: norm, layer: mlp, hidden: 4, tie: emb,")
     )
-    with pytest.raises(SpecError, match=r"node 'norm' \(mlp\) has no weight to tie"):
+    with pytest.raises(SpecError, match=r"unknown key 'tie' in node 'norm'.mlp"):
         validate_file(path)
     relu = _write(tmp_path, TIED.replace("layer: layernorm,", "layer: relu, trainable: false,"), "relu.yaml")
     with pytest.raises(SpecError, match=r"unknown key 'trainable' in node 'norm'.relu"):
@@ -198,5 +198,5 @@ def test_weight_std_draws_the_weight_and_needs_one(tmp_path: Path) -> None:
     weight = build_model(spec).steps[0][1].weight.numpy()  # type: ignore[union-attr]
     assert abs(weight.std() - 0.02) < 0.002 and abs(weight.mean()) < 0.002
     bad = _write(tmp_path, TIED.replace("layer: layernorm,", "layer: mlp, hidden: 4, weight_std: 0.1,"), "bad.yaml")
-    with pytest.raises(SpecError, match=r"node 'norm' \(mlp\) has no weight for weight_std to draw"):
+    with pytest.raises(SpecError, match=r"unknown key 'weight_std' in node 'norm'.mlp"):
         validate_file(bad)

@@ -75,8 +75,11 @@ class LayerDef:
     def __post_init__(self) -> None:
         # NOTE: a kind with weights also takes the keys that say how they train (modelspec/weights.py applies them)
         e = self.examples[0] if self.examples else None
-        if e is not None and self.weights(e.shape, {**defaults(self.entry.args), **e.args}):
-            args = replace(self.entry.args, fields={**self.entry.args.fields, **WEIGHT_KEYS})
+        weights = self.weights(e.shape, {**defaults(self.entry.args), **e.args}) if e is not None else {}
+        # NOTE: tie and weight_std act on the tensor named "weight"; a kind without one (mlp, lstm) takes neither
+        keys = {k: f for k, f in WEIGHT_KEYS.items() if "weight" in weights or k in ("trainable", "lr_scale")}
+        if weights:
+            args = replace(self.entry.args, fields={**self.entry.args.fields, **keys})
             object.__setattr__(self, "entry", replace(self.entry, args=args))
 
     @property
