@@ -2,7 +2,8 @@
 computes the same output and the same gradients for the input and every weight (training mode, so batchnorm uses the
 batch's statistics). Pooling runs odd sizes where ceil_mode and padding matter. Skipped without torch. Also (slow):
 a tiny U-Net (conv2d, groupnorm, maxpool, conv_transpose2d, bilinear upsample) and a small classifier (batchnorm
-without bias, ceil-mode avgpool, adaptive_avgpool, conv1d, global_avgpool) train on the digits."""
+without bias, ceil-mode avgpool, adaptive_avgpool, conv1d, global_avgpool) train on the digits; and a shape a kind
+cannot take is refused in words that say what it needs."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ from typer.testing import CliRunner
 
 from specgrad import Tensor
 from specgrad.modelspec.builder import build_model
+from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.layers import LAYERS
 from specgrad.modelspec.validate import validate_file
 from specgrad.nn.state import get_state_dict
@@ -124,6 +126,39 @@ def test_forward_and_gradients_match_torch(case: tuple[str, dict, tuple[int, ...
     np.testing.assert_allclose(xs.grad.numpy(), x_t.grad.numpy(), rtol=1e-4, atol=1e-4, err_msg=f"{name} input grad")
     for k, t in weights.items():
         np.testing.assert_allclose(t.grad.numpy(), own[k].grad.numpy(), rtol=1e-4, atol=1e-4, err_msg=f"{name} {k}")
+
+
+# *** shape errors in plain words ***
+
+SHAPE_ERRORS = [
+    ({"maxpool": {"kernel": 3, "padding": 2}}, [1, 8, 8], "needs padding at most half the kernel (as PyTorch): "
+     "padding 2 with kernel 3"),
+    ({"avgpool": {"kernel": 5, "padding": 1}}, [1, 2, 8], "needs a window that fits the input: 5x5 does not fit 4x10 "
+     "(with padding 1)"),
+    ("global_avgpool", [5], "needs a (channels, *spatial) input with at least one spatial axis, got [5]"),
+    ({"adaptive_avgpool": [2]}, [1, 8, 8], "needs size as two numbers [height, width], got [2]"),
+    ({"conv1d": {"out": 4, "kernel": 3}}, [2, 8, 8], "needs a (channels, length) input, got shape [2, 8, 8]"),
+    ({"conv1d": {"out": 4, "kernel": 5, "dilation": 2}}, [2, 8],
+     "needs a window that fits the input: 9 does not fit 8"),
+    ({"conv_transpose2d": {"out": 4, "kernel": 3, "stride": 2, "output_padding": 2}}, [2, 4, 4],
+     "needs output_padding smaller than the stride or the dilation (as PyTorch): output_padding 2 with stride 2"),
+    ({"conv_transpose2d": {"out": 3, "kernel": 3, "groups": 2}}, [2, 4, 4],
+     "needs groups=2 to divide the 2 input and 3 output channels"),
+    ({"conv_transpose2d": {"out": 4, "kernel": 1, "padding": 1}}, [2, 1, 1],
+     "needs less padding: padding 1 leaves an output of -1x-1"),
+    ({"upsample": 2}, [3, 8], "needs a (channels, height, width) input, got shape [3, 8]"),
+    ({"groupnorm": 4}, [6, 3, 3], "needs groups=4 to divide the 6 channels"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("layer, shape, words", SHAPE_ERRORS, ids=[w[:40] for *_, w in SHAPE_ERRORS])
+def test_shape_errors_say_what_the_layer_needs(layer: Any, shape: list[int], words: str, tmp_path: Path) -> None:
+    name = layer if isinstance(layer, str) else next(iter(layer))
+    path = tmp_path / "spec.yaml"
+    path.write_text(yaml.safe_dump({"specgrad": 1, "name": "bad", "input": {"shape": shape}, "model": [layer]}))
+    with pytest.raises(SpecError) as e:
+        validate_file(path)
+    assert f"layer 0 ({name}) cannot take shape {shape} from the input (line 2): it {words}" in str(e.value)
 
 
 # *** small specs of the newer kinds train ***

@@ -41,7 +41,7 @@ def spatial(in_hw: Shape, k: int, s: int, p: int, d: int) -> Shape:
 
 def _check_groups(shape: Shape, a: dict) -> None:
     if shape[0] % a["groups"] or a["out"] % a["groups"]:
-        raise ShapeMismatch(f"groups={a['groups']} must divide the {shape[0]} input and {a['out']} output channels")
+        raise ShapeMismatch(f"needs groups={a['groups']} to divide the {shape[0]} input and {a['out']} output channels")
 
 
 def _fields(out: str, padding: str) -> dict[str, Field]:

@@ -86,11 +86,21 @@ def _upsample(shape: Shape, a: dict) -> Layer:
 
 def _upsample_onnx(g: OnnxGraph, s: Step, p: str, x: str, out: str) -> None:
     scales = g.const([1.0, 1.0, s.args["scale"], s.args["scale"]])
-    if s.args["mode"] == "nearest":
-        modes = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
-    else:
-        modes = {"mode": "linear", "coordinate_transformation_mode": "half_pixel"}
-    g.node("Resize", g.to_float(x), "", scales, out=out, **modes)
+    if s.args["mode"] == "bilinear":
+        g.node("Resize", g.to_float(x), "", scales, out=out, mode="linear", coordinate_transformation_mode="half_pixel")
+        return
+    modes = {"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    t = g.types[x]
+    if t in _resizable(g):  # NOTE: nearest moves values: it keeps their type, as specgrad does
+        g.node("Resize", x, "", scales, out=out, dtype=t, **modes)
+        return
+    g.node("Cast", g.node("Resize", g.to_float(x), "", scales, **modes), out=out, to=t, dtype=t)
+
+
+def _resizable(g: OnnxGraph) -> tuple[int, ...]:
+    """Element types onnxruntime's Resize takes (int64 and bool go through float32)."""
+    tp = g.onnx.TensorProto
+    return (tp.FLOAT, tp.FLOAT16, tp.INT32, tp.UINT8)
 
 
 UPSAMPLE = LayerDef(
@@ -103,6 +113,8 @@ UPSAMPLE = LayerDef(
     build=_upsample,
     onnx=_upsample_onnx,
     examples=(Example({"scale": 2}, (2, 3, 4), (2, 6, 8), 0), Example({"scale": 3}, (1, 2, 3), (1, 6, 9), 0),
+              Example({"scale": 2}, (1, 2, 3), (1, 4, 6), 0, "int32"),
+              Example({"scale": 2}, (1, 2, 3), (1, 4, 6), 0, "int64"),
               Example({"scale": 2, "mode": "bilinear"}, (2, 3, 4), (2, 6, 8), 0),
               Example({"scale": 3, "mode": "bilinear"}, (2, 4, 1), (2, 12, 3), 0)),
     flops=lambda i, o, a: 0 if a["mode"] == "nearest" else 2 * prod(i) * o[2] + 2 * prod(o) * i[1],

@@ -92,7 +92,7 @@ class GroupNorm(nn.GroupNorm):
 def _groupnorm_infer(shape: Shape, a: dict) -> Shape:
     _keep(shape, a)
     if shape[0] % a["groups"]:
-        raise ShapeMismatch(f"needs channels that split into groups={a['groups']}: {shape[0]} do not")
+        raise ShapeMismatch(f"needs groups={a['groups']} to divide the {shape[0]} channels")
     return shape
 
 
