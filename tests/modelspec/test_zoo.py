@@ -3,10 +3,13 @@ few steps on bundled or generated data, and each exports (slow tier)."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
+from specgrad.cli.main import app
+from typer.testing import CliRunner
 
 from specgrad import Tensor
 from specgrad.export.onnx import export_onnx
@@ -17,6 +20,10 @@ ZOO = Path(__file__).resolve().parents[2] / "specs" / "zoo"
 
 # file -> (overrides that give the published configuration, its published parameter count, where the count is from)
 PUBLISHED: dict[str, tuple[list[str], int, str]] = {
+    "lenet5.yaml": ([], 61_706, "LeNet-5, modern form: tanh, average pooling, 32x32 input"),
+    "resnet18.yaml": ([], 11_689_512, "torchvision resnet18"),
+    "vgg16.yaml": ([], 138_357_544, "torchvision vgg16 (configuration D, no batch norm)"),
+    "mobilenet_v2.yaml": ([], 3_504_872, "torchvision mobilenet_v2, width 1.0"),
     "gpt2_small.yaml": ([], 124_439_808, "GPT-2 small with the output projection tied to the token embedding"),
     "nanogpt_char.yaml": (["vars.vocab=65", "data=null"], 10_745_088,
                           "nanoGPT shakespeare_char: 65 characters, 10.65M without the 98,304 position weights"),
@@ -47,9 +54,31 @@ def test_zoo_spec_exports_to_onnx(name: str, tmp_path: Path) -> None:
     model = build_model(spec)
     export_onnx(spec, model, tmp_path / "m.onnx")
     session = ort.InferenceSession(str(tmp_path / "m.onnx"), providers=["CPUExecutionProvider"])
-    (shape, dtype), = spec.inputs.values()
+    ((shape, dtype),) = spec.inputs.values()
     x = np.random.default_rng(0).integers(0, 100, (1, *shape)).astype(dtype)
     (got,) = session.run(None, {next(iter(spec.inputs)): x})
     with Tensor.train(False):
         want = model(Tensor(x)).numpy()  # type: ignore[union-attr]
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
+
+
+def _fit(path: Path, tmp_path: Path, *args: str) -> list[dict]:
+    """`specgrad train` as a user runs it; the records of metrics.jsonl."""
+    result = CliRunner().invoke(app, ["train", str(path), "--out", str(tmp_path), *args])
+    assert result.exit_code == 0, result.output
+    folder = next(tmp_path.iterdir())
+    return [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_lenet5_trains_on_the_digits(tmp_path: Path) -> None:
+    records = _fit(ZOO / "lenet5.yaml", tmp_path)
+    assert max(r["accuracy"] for r in records if r["split"] == "valid") > 0.95
+
+
+@pytest.mark.slow
+def test_nanogpt_char_trains_as_written(tmp_path: Path) -> None:
+    """The full-size model (10.8M parameters, 256 characters of context): a few steps lower the loss from ln(128)."""
+    records = _fit(ZOO / "nanogpt_char.yaml", tmp_path, "--steps", "8", "--set", "train.log_every=1")
+    losses = [r["loss"] for r in records if r["split"] == "train"]
+    assert losses[0] == pytest.approx(np.log(128), abs=0.3) and losses[-1] < losses[0] - 0.3
