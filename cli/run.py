@@ -1,7 +1,7 @@
 """`specgrad run SPEC --weights W --input X`: a trained model's predictions for the examples in a .npy, .csv or .json
-file, printed (as text or JSON) or written to a .npy, .csv or .json file. Every problem with the spec, the weights or
-the examples is an error, exit 1 (cli/errors.py gives the other codes); NaN or infinity in an example is one too,
-unless --allow-nonfinite."""
+file (or one .png, .jpg or .jpeg image, for a model trained on an images source), printed (as text or JSON) or
+written to a .npy, .csv or .json file. Every problem with the spec, the weights or the examples is an error, exit 1
+(cli/errors.py gives the other codes); NaN or infinity in an example is one too, unless --allow-nonfinite."""
 
 from __future__ import annotations
 
@@ -26,12 +26,23 @@ from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import check_regular, read_data
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.nn.state import SafetensorsError, StateMismatch, load_state_dict, safe_load, safe_load_metadata
-from specgrad.train.data import csv_table, encode_rows, input_columns, standardize
+from specgrad.train.data import (
+    IMAGE_MODES,
+    IMAGE_SUFFIXES,
+    WrongSize,
+    csv_table,
+    encode_rows,
+    input_columns,
+    pillow,
+    read_image,
+    standardize,
+)
 from specgrad.train.run_folder import final_weights, spec_file, spec_hash, unusable
 
 CHUNK = 1024  # examples per forward pass: at most two shapes to compile, and bounded memory for big files
 MAX_PROBLEMS = 10  # bad cells reported at once; the rest are counted
 FORMATS = (".npy", ".csv", ".json")
+INPUT_FORMATS = (*FORMATS, *IMAGE_SUFFIXES)
 MAX_JSON_DEPTH = 64  # NOTE: nested lists of an example, as deep as numpy's dimensions go
 WEIGHTS_HINT = "pass the model.safetensors of a run folder"
 NONFINITE_HINT = "fill in a number, or leave the row out; or pass --allow-nonfinite to run it anyway"
@@ -151,17 +162,17 @@ def predict(model: Model, x: np.ndarray) -> np.ndarray:
 # *** reading examples ***
 
 
-def _check_format(path: Path, what: str) -> None:
-    if path.suffix.lower() not in FORMATS:
+def _check_format(path: Path, what: str, formats: tuple[str, ...] = FORMATS) -> None:
+    if path.suffix.lower() not in formats:
         raise SpecError.at(None, f"{what} {path}: cannot tell the format from '{path.suffix or 'no extension'}'",
-                           f"name a {', '.join(FORMATS[:-1])} or {FORMATS[-1]} file")  # fmt: skip
+                           f"name a {', '.join(formats[:-1])} or {formats[-1]} file")  # fmt: skip
 
 
 def read_examples(path: Path, spec: ValidSpec, contract: RunContract, allow_nonfinite: bool = False) -> np.ndarray:
     """(N, *input shape) numbers from a .npy, .csv or .json file, as written (not yet normalized or cast; a csv's
     categorical columns encoded as in training); NaN or infinity is an error naming the first one, or with
     `allow_nonfinite` a warning."""
-    _check_format(path, "--input")
+    _check_format(path, "--input", INPUT_FORMATS)
     named_file(path, "--input")
     # NOTE: the reading policy's checks: a regular file (a FIFO or device refused, never waited on), at most MAX_FILE_MB
     raw = read_data(str(path), None, "--input", None)
@@ -279,8 +290,24 @@ def _read_csv(raw: bytes, path: Path, spec: ValidSpec, contract: RunContract, al
     return x
 
 
+def _read_image(raw: bytes, path: Path, spec: ValidSpec, contract: RunContract, allow_nonfinite: bool) -> np.ndarray:
+    """(1, channels, height, width): one image read as the images source reads its files (floats 0..1, converted to
+    the input's channels, scaled to its size when the spec says data.resize, else refused at another size)."""
+    shape = next(iter(spec.inputs.values()))[0]
+    if len(shape) != 3 or shape[0] not in IMAGE_MODES:
+        raise SpecError.at(None, f"--input {path} is an image, but the model takes examples of shape {list(shape)}, "
+                           "not [channels, height, width]", "pass the examples as .npy, .csv or .json")  # fmt: skip
+    resize = bool((spec.values.get("data") or {}).get("resize"))
+    try:
+        return read_image(raw, str(path), tuple(shape), resize, pillow(None))[None]
+    except ValueError as e:
+        hint = "resize the image, or set data.resize: true in the spec" if isinstance(e, WrongSize) else None
+        raise SpecError.at(None, str(e), hint) from None
+
+
 READERS: dict[str, Callable[[bytes, Path, ValidSpec, RunContract, bool], np.ndarray]] = {
-    ".npy": _read_npy, ".csv": _read_csv, ".json": _read_json}  # fmt: skip
+    ".npy": _read_npy, ".csv": _read_csv, ".json": _read_json,
+    **dict.fromkeys(IMAGE_SUFFIXES, _read_image)}  # fmt: skip
 
 
 # *** what the model is given ***

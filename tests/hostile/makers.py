@@ -11,6 +11,7 @@ import os
 import stat
 import struct
 import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -115,6 +116,18 @@ def npz(**members: bytes) -> bytes:
         for name, data in members.items():
             z.writestr(name, data)
     return buf.getvalue()
+
+
+def png(width: int = 2, height: int = 2, rows: bytes | None = None) -> bytes:
+    """A grayscale 8-bit PNG of width x height: its header says the size, `rows` (each a filter byte and its pixels,
+    zeros by default) are its compressed data. A huge size with few rows is a decompression bomb."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    rows = rows if rows is not None else bytes((width + 1) * height)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))  # fmt: skip
 
 
 @functools.lru_cache(maxsize=1)

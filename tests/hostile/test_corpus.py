@@ -41,6 +41,10 @@ MY_CACHE = {"CACHEDIR": "<project>/kc"}
 CACHE_REFUSED = "not using the kernel cache"
 FULL = "the disk is full"
 GB20 = 20 << 30
+PICS = (
+    "specgrad: 1\nname: pics\ninput: {shape: [1, 2, 2]}\nmodel: [flatten, {linear: 2}]\n"
+    "data: {source: images, path: photos, batch_size: 1, valid_split: 0}\n"
+)
 
 # NOTE: the lines of issue 14's first list; every one needs a fast case (test_every_bullet_has_a_fast_case)
 BULLETS = {
@@ -493,6 +497,23 @@ CASES = [
          "--device", "TPU"), 3, "TPU"),
     Case("read-only-run-folder", "more", {"run": Asset("run"), "run/": mk.Made(lambda p, a: p.chmod(0o555))}, RESUME,
          3, "permission", needs=("nonroot",)),
+    # NOTE: the images source (issue 15 item 4): every file of a folder read under the same policy
+    Case("images-class-folder-link-outside", "read-outside", {"pics.yaml": PICS, "photos/a/1.png": mk.png(),
+         "photos/b": Link("<outside>")}, ("validate", "pics.yaml"), 1, "leaves the folders"),
+    Case("images-file-link-outside", "read-outside", {"pics.yaml": PICS, "photos/a/1.png": mk.png(),
+         "photos/b/s.png": Link("<outside>/secret.txt")}, ("validate", "pics.yaml"), 1, "leaves the folders"),
+    Case("images-fifo", "fifo", {"pics.yaml": PICS, "photos/a/1.png": mk.png(), "photos/b/f.png": Fifo()},
+         ("validate", "pics.yaml"), 1, "FIFO"),
+    Case("images-dev-zero-allowed", "dev-zero", {"pics.yaml": PICS, "photos/a/1.png": mk.png(),
+         "photos/b/z.png": Link("/dev/zero")}, ("validate", "pics.yaml", "--allow-outside"), 1, "character device"),
+    Case("images-decompression-bomb", "more", {"pics.yaml": PICS, "photos/a/1.png": mk.png(),
+         "photos/b/bomb.png": mk.png(100_000, 100_000, b"")}, ("validate", "pics.yaml"), 1, "decompression bomb"),
+    Case("images-secret-as-png", "echo", {"pics.yaml": PICS, "photos/a/1.png": mk.png(),
+         "photos/b/s.png": SECRET * 50}, ("validate", "pics.yaml"), 1, "is not a PNG or JPEG image"),
+    Case("images-name-escape-sequence", "more", {"pics.yaml": PICS, "photos/a/1.png": mk.png(),
+         "photos/b/\x1b[2Jx.png": b"junk"}, ("validate", "pics.yaml"), 1, "\\x1b", tty=True),
+    Case("csv-text-column-secret", "echo", {"d.csv": "x,y\n" + "".join(f"{'q' * 100}{SECRET},{i}\n" for i in
+         range(4))}, ("validate", "table.yaml"), 1, "holds text"),
     Case("resume-metrics-garbage", "more", {"run": Asset("run"), "run/metrics.jsonl": mk.rewrite(
         "\0\0garbage\n{\"split\": 5}\n[1,2]\n")}, RESUME, 0, "has finished", writes=("run",)),
 ]

@@ -4,6 +4,7 @@ reading policy, converted to the input's channels, sized by data.resize; every b
 from __future__ import annotations
 
 import builtins
+import json
 import os
 import struct
 import textwrap
@@ -243,3 +244,24 @@ def test_an_image_model_trains_and_keeps_its_class_names(tmp_path: Path, monkeyp
     assert meta["class_names"] == '["cat", "dog"]' and "columns" not in meta
     again = runner.invoke(app, ["validate", str(tmp_path / "runs" / "pics-1")])
     assert again.exit_code == 0, again.output
+
+
+def test_run_takes_one_image_read_as_training_reads_them(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder(tmp_path, {"cat": 4, "dog": 4})
+    monkeypatch.chdir(tmp_path)
+    assert runner.invoke(app, ["train", str(spec(tmp_path)), "--out", "runs"]).exit_code == 0
+    gray = picture(tmp_path / "new" / "gray.jpeg", mode="L")  # NOTE: converted to RGB, as in training
+    result = runner.invoke(app, ["run", "runs/pics-1", "--input", str(gray), "--json"])
+    assert result.exit_code == 0, result.output
+    (record,) = json.loads(result.stdout)
+    assert record["name"] in ("cat", "dog") and len(record["probabilities"]) == 2
+    big = picture(tmp_path / "new" / "big.png", size=(12, 8))
+    refused = runner.invoke(app, ["run", "runs/pics-1", "--input", str(big)])
+    assert refused.exit_code == 1 and f"{big} is 12x8 pixels, but the input's shape [3, 4, 6] takes 6x4 images" in \
+        refused.output and "set data.resize: true" in refused.output  # fmt: skip
+    (tmp_path / "new" / "fake.png").write_text("text")
+    fake = runner.invoke(app, ["run", "runs/pics-1", "--input", str(tmp_path / "new" / "fake.png")])
+    assert fake.exit_code == 1 and "is not a PNG or JPEG image" in fake.output and "Traceback" not in fake.output
+    mlp = Path(__file__).resolve().parents[2] / "specs" / "digits_mlp.yaml"
+    other = runner.invoke(app, ["run", str(mlp), "--weights", "runs/pics-1/model.safetensors", "--input", str(big)])
+    assert other.exit_code == 1 and "Traceback" not in other.output
