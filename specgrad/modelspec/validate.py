@@ -30,6 +30,7 @@ from specgrad.modelspec.layers import Shape
 from specgrad.modelspec.loader import YNode
 from specgrad.modelspec.resolve import resolve
 from specgrad.modelspec.schema import REQUIRED, Field, Section, check_section, describe, did_you_mean, with_defaults
+from specgrad.modelspec.weights import INIT, check_weights
 
 FORMAT_VERSION = 1
 MAX_NAME = 100  # NOTE: characters of a spec's name; it is a folder name, and file systems allow 255 bytes
@@ -139,6 +140,7 @@ TOP = Section("spec", "a model, its data and its training recipe", {
     "model": Field("any", "a list of layers applied in order, or {graph: [nodes], outputs: [names]}", REQUIRED),
     "data": Field("map", "the data", None, section=DATA),
     "train": Field("map", "the training recipe", None, section=TRAIN),
+    "init": Field("map", INIT.description, None, section=INIT),
     "export": Field("list", "formats written after training", [],
                     item=Field("str", "an export format", REQUIRED, choices=EXPORTS))})  # fmt: skip
 
@@ -217,11 +219,13 @@ def validate_file(
     _raise(problems)
     variables = root.get("vars").value if root.get("vars") is not None and root.get("vars").kind == "map" else {}
     steps, shapes = infer(nodes, {k: (s, loc) for k, (s, _, loc) in inputs.items()}, blocks, variables)
+    steps, problems = check_weights(tuple(steps), root.get("init"), str(path), data_files)
+    _raise(problems)
     outputs = outputs or (steps[-1].name,)
     values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)
               for k, f in TOP.fields.items()}  # fmt: skip
     spec = ValidSpec(str(path), values, {k: (s, d) for k, (s, d, _) in inputs.items()}, tuple(steps), outputs,
-                     batch or values["data"]["batch_size"], root)  # fmt: skip
+                     batch or (values["data"]["batch_size"] if "data" in root.value else 1), root)  # fmt: skip
     _check_inputs_fit_data(spec, root)
     _check_budget(spec, model.loc)
     return spec
