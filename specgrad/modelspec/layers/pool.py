@@ -66,14 +66,9 @@ def _avgpool(shape: Shape, a: dict) -> Layer:
     w, k, s = _windows(shape, a), a["kernel"], _stride(a)
     if not any(e for *_, e in w):
         return lambda x: _padded(x, w, 0.0).avg_pool2d((k, k), (s, s))
-
-    def pool(x: Tensor) -> Tensor:
-        # NOTE: the padding counts in the divisor (count_include_pad), the ceil extension does not (as PyTorch)
-        inside = Tensor.ones(*(i + 2 * p for i, _, _, p, _ in w), device=x.device).pad([(0, e) for *_, e in w])
-        counts = inside._pool((k, k), (s, s)).sum((-2, -1))
-        return _padded(x, w, 0.0)._pool((k, k), (s, s)).sum((-2, -1)) / counts
-
-    return pool
+    # NOTE: the padding counts in the divisor (count_include_pad), the ceil extension does not (as PyTorch)
+    scale = k * k / _counts(w, _pool_infer(shape, a)[1:])
+    return lambda x: _padded(x, w, 0.0).avg_pool2d((k, k), (s, s)) * Tensor(scale, device=x.device)
 
 
 def _counts(w: list[tuple[int, int, int, int, int]], out: Shape) -> np.ndarray:
