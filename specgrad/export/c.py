@@ -119,9 +119,11 @@ def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], Buffer, Buf
     ((shape, dtype),) = spec.inputs.values()
     zeros = np.zeros((1, *shape), dtype=np.int32 if dtype.startswith("int") else np.float32)
     x = Tensor(zeros, device="CLANG").realize()
-    if model(x).lazydata.base is x.lazydata.base:  # NOTE: only moves values (flatten, reshape): no kernels
+    # NOTE: a model that gives its input back in order (flatten, reshape) has no kernels; any other view of the input
+    # (an expand, a permute) is copied into place by contiguous()
+    if model(x).contiguous().lazydata.base is x.lazydata.base:
         return [], x.lazydata.base.realized, x.lazydata.base.realized
-    jitted = TinyJit(lambda x: model(x).realize())
+    jitted = TinyJit(lambda x: model(x).contiguous().realize())
     for _ in range(3):
         x = Tensor(zeros, device="CLANG")
         out = jitted(x)

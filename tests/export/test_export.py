@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -71,3 +72,37 @@ def test_export_errors(trained: Path, tmp_path: Path) -> None:
     wrong = runner.invoke(app, ["export", str(SPECS / "digits_cnn.yaml"), "--weights", str(trained), "--format", "c",
                                 "--out", str(tmp_path / "m.c")])  # fmt: skip
     assert wrong.exit_code == 1 and "do not fit the model" in wrong.output and "Traceback" not in wrong.output
+
+
+def test_a_model_that_only_moves_values_exports_to_c(tmp_path: Path) -> None:
+    """No kernels for flatten; an expanded or permuted view of the input is copied into place (never the input's
+    bytes in the input's order)."""
+    from specgrad import Tensor
+    from specgrad.export.c import export_c
+    from specgrad.modelspec.builder import build_model
+    from specgrad.modelspec.validate import validate_file
+
+    cc = shutil.which("cc") or shutil.which("clang")
+    if cc is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "s.yaml").write_text("specgrad: 1\nname: moves\ninput: {shape: [2, 3]}\nmodel: [flatten]\n")
+    spec = validate_file(tmp_path / "s.yaml")
+    model = build_model(spec)
+    x = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+
+    class Moves:  # NOTE: the spec's model with another forward, keeping its (empty) state
+        def __init__(self, forward: Callable[[Tensor], Tensor]):
+            self.forward, self.steps = forward, model.steps
+
+        def __call__(self, t: Tensor) -> Tensor:
+            return self.forward(t)
+
+    cases = {"flat": model, "permuted": Moves(lambda t: t.permute(0, 2, 1).reshape(1, 6)),
+             "expanded": Moves(lambda t: t[:, :1, :1].expand(1, 2, 3).reshape(1, 6))}  # fmt: skip
+    for name, m in cases.items():
+        c_file = tmp_path / f"{name}.c"
+        export_c(spec, m, c_file)  # type: ignore[arg-type]
+        binary = c_file.with_suffix("")
+        subprocess.run([cc, "-O1", "-DSPECGRAD_MAIN", str(c_file), "-o", str(binary), "-lm"], check=True)
+        out = subprocess.run([str(binary)], input="0 1 2 3 4 5\n", capture_output=True, text=True, check=True).stdout
+        np.testing.assert_array_equal(np.array(out.split(), np.float32), m(Tensor(x)).numpy().reshape(-1), name)
