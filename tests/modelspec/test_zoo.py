@@ -24,6 +24,7 @@ PUBLISHED: dict[str, tuple[list[str], int, str]] = {
     "resnet18.yaml": ([], 11_689_512, "torchvision resnet18"),
     "vgg16.yaml": ([], 138_357_544, "torchvision vgg16 (configuration D, no batch norm)"),
     "mobilenet_v2.yaml": ([], 3_504_872, "torchvision mobilenet_v2, width 1.0"),
+    "unet_small.yaml": ([], 117_073, "the same network built in PyTorch (test_small_unet_is_the_torch_network)"),
     "gpt2_small.yaml": ([], 124_439_808, "GPT-2 small with the output projection tied to the token embedding"),
     "nanogpt_char.yaml": (["vars.vocab=65", "data=null"], 10_745_088,
                           "nanoGPT shakespeare_char: 65 characters, 10.65M without the 98,304 position weights"),
@@ -62,6 +63,21 @@ def test_zoo_spec_exports_to_onnx(name: str, tmp_path: Path) -> None:
     np.testing.assert_allclose(got, want, rtol=1e-3, atol=1e-4)
 
 
+def test_small_unet_is_the_torch_network() -> None:
+    """No published small U-Net exists: its count is checked against the same network written in PyTorch."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    def double(cin: int, c: int) -> list:
+        return [nn.Conv2d(cin, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU(),
+                nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c), nn.ReLU()]  # fmt: skip
+
+    parts = [*double(1, 16), *double(16, 32), *double(32, 64), nn.ConvTranspose2d(64, 32, 2, 2), *double(64, 32),
+             nn.ConvTranspose2d(32, 16, 2, 2), *double(32, 16), nn.Conv2d(16, 1, 1)]  # fmt: skip
+    count = sum(p.numel() for m in parts for p in m.parameters())
+    assert count == PUBLISHED["unet_small.yaml"][1] == validate_file(ZOO / "unet_small.yaml").params
+
+
 def _fit(path: Path, tmp_path: Path, *args: str) -> list[dict]:
     """`specgrad train` as a user runs it; the records of metrics.jsonl."""
     result = CliRunner().invoke(app, ["train", str(path), "--out", str(tmp_path), *args])
@@ -82,3 +98,9 @@ def test_nanogpt_char_trains_as_written(tmp_path: Path) -> None:
     records = _fit(ZOO / "nanogpt_char.yaml", tmp_path, "--steps", "8", "--set", "train.log_every=1")
     losses = [r["loss"] for r in records if r["split"] == "train"]
     assert losses[0] == pytest.approx(np.log(128), abs=0.3) and losses[-1] < losses[0] - 0.3
+
+
+@pytest.mark.slow
+def test_small_unet_learns_to_denoise_the_digits(tmp_path: Path) -> None:
+    records = _fit(ZOO / "unet_small.yaml", tmp_path, "--set", "train.epochs=4")
+    assert min(r["loss"] for r in records if r["split"] == "valid") < 0.02
