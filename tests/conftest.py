@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 
 from specgrad import Device
@@ -33,6 +35,15 @@ def device(request: pytest.FixtureRequest) -> str:
     if problem:
         pytest.skip(f"{request.param} unavailable: {problem}")
     return request.param
+
+
+@pytest.fixture(scope="session")
+def cc() -> str:
+    """A C compiler for the exported C programs (cc, else clang); skips where there is none."""
+    found = shutil.which("cc") or shutil.which("clang")
+    if found is None:
+        pytest.skip("no C compiler")
+    return found
 
 
 @pytest.fixture

@@ -3,7 +3,6 @@ roundtrip through run, ONNX and C is in test_export_roundtrip.py)."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
@@ -36,10 +35,7 @@ def test_export_safetensors(trained: Path, tmp_path: Path) -> None:
     assert a.keys() == b.keys() and all((a[k].numpy() == b[k].numpy()).all() for k in a)
 
 
-def test_export_c_compiles_and_matches_run(trained: Path, tmp_path: Path) -> None:
-    cc = shutil.which("cc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler")
+def test_export_c_compiles_and_matches_run(trained: Path, tmp_path: Path, cc: str) -> None:
     c_file = tmp_path / "digits.c"
     result = runner.invoke(app, ["export", str(SPECS / "digits_mlp.yaml"), "--weights", str(trained), "--format", "c",
                                  "--out", str(c_file)])  # fmt: skip
@@ -74,7 +70,7 @@ def test_export_errors(trained: Path, tmp_path: Path) -> None:
     assert wrong.exit_code == 1 and "do not fit the model" in wrong.output and "Traceback" not in wrong.output
 
 
-def test_a_model_that_only_moves_values_exports_to_c(tmp_path: Path) -> None:
+def test_a_model_that_only_moves_values_exports_to_c(tmp_path: Path, cc: str) -> None:
     """No kernels for flatten; an expanded or permuted view of the input is copied into place (never the input's
     bytes in the input's order)."""
     from specgrad import Tensor
@@ -82,9 +78,6 @@ def test_a_model_that_only_moves_values_exports_to_c(tmp_path: Path) -> None:
     from specgrad.modelspec.builder import build_model
     from specgrad.modelspec.validate import validate_file
 
-    cc = shutil.which("cc") or shutil.which("clang")
-    if cc is None:
-        pytest.skip("no C compiler")
     (tmp_path / "s.yaml").write_text("specgrad: 1\nname: moves\ninput: {shape: [2, 3]}\nmodel: [flatten]\n")
     spec = validate_file(tmp_path / "s.yaml")
     model = build_model(spec)

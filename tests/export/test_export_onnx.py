@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -14,9 +13,8 @@ import pytest
 from specgrad import Tensor
 from specgrad.export.onnx import OP_EXPORTERS, export_onnx
 from specgrad.modelspec.builder import Model, build_model
-from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.graph import OPS
-from specgrad.modelspec.layers import ACTIVATIONS, LAYERS
+from specgrad.modelspec.layers import ACTIVATIONS
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.nn.state import get_state_dict, load_state_dict
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import csv
 import json
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -67,14 +66,6 @@ def _served(task: str, outputs: dict[str, np.ndarray]) -> np.ndarray:
     if task == "regress":
         return outputs["prediction"]
     return outputs["probabilities"][:, -1] if task == "language" else outputs["probabilities"]
-
-
-@pytest.fixture(scope="module")
-def cc() -> str:
-    found = shutil.which("cc") or shutil.which("clang")
-    if found is None:
-        pytest.skip("no C compiler")
-    return found
 
 
 @pytest.fixture(scope="module", params=SPECS, ids=lambda p: p.stem)

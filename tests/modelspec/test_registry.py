@@ -4,7 +4,6 @@ and the ONNX model and the C program compute what the built model computes."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -92,14 +91,6 @@ def test_example_exports_to_onnx(case: tuple[str, int], tmp_path: Path) -> None:
         x = _inputs(e, batch, seed)
         (got,) = session.run(None, {"input": x})
         np.testing.assert_allclose(got, _forward(model, x), rtol=1e-4, atol=1e-5)
-
-
-@pytest.fixture(scope="module")
-def cc() -> str:
-    found = shutil.which("cc") or shutil.which("clang")
-    if found is None:
-        pytest.skip("no C compiler")
-    return found
 
 
 @pytest.mark.parametrize("name", LAYERS)
