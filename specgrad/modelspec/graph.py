@@ -170,12 +170,11 @@ def _graph_node(item: YNode, at: str, blocks: dict[str, YNode]) -> tuple[_Node |
     what = what_node.value
     rest_locs = {k: item.key_locs[k] for k in v if k not in NODE_KEYS} if item.key_locs else None
     rest = YNode({k: x for k, x in v.items() if k not in NODE_KEYS}, item.loc, "map", key_locs=rest_locs)
+    problems += [Problem(f"{at}: '{k}' goes with block nodes only", (item.key_locs or {}).get(k, item.loc))
+                 for k in ("repeat", "with") if k in v and kind != "block"]  # fmt: skip
     if kind == "layer":
         args, found = _layer_args(what, rest, at, what_node.loc)
         return _Node(name.value, "layer", what, args, srcs, item.loc), problems + found
-    extra = [k for k in ("repeat", "with") if k in v and kind != "block"]
-    if extra:
-        return None, problems + [Problem(f"{at}: '{extra[0]}' goes with block nodes only", item.key_locs[extra[0]])]
     if kind == "op":
         if what not in OPS:
             return None, problems + [

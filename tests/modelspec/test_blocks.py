@@ -54,6 +54,7 @@ def test_a_block_written_as_a_list_and_the_model_s_problems_at_once(tmp_path: Pa
     assert problems(tmp_path, text) == [
         "spec.yaml:7:7: error: blocks.res must be a mapping (key: value lines), got a list",
         "spec.yaml:18:24: error: unknown layer 'tow' in node 'c'",
+        "spec.yaml:18:29: error: node 'c': 'with' goes with block nodes only",
     ]
 
 
@@ -117,3 +118,11 @@ def test_a_graph_model_without_outputs_still_checks_its_nodes(tmp_path: Path) ->
         "spec.yaml:16:3: error: model needs the key 'outputs' (the nodes whose values the model returns)",
         "spec.yaml:19:40: error: unknown key 'x' in node 'c'.relu",
     ]
+
+
+def test_repeat_and_with_on_a_layer_node_are_errors(tmp_path: Path) -> None:
+    """Found by the schema's differential test: a layer node's `repeat: 0` was silently ignored."""
+    text = SPEC.replace(
+        "{name: h, layer: linear, out: 8, from: in}", "{name: h, layer: linear, out: 8, repeat: 0, from: in}"
+    )
+    assert problems(tmp_path, text) == ["spec.yaml:8:42: error: node 'h': 'repeat' goes with block nodes only"]
