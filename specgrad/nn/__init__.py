@@ -36,6 +36,8 @@ __all__ = [
     "Embedding",
     "Dropout",
     "MultiHeadAttention",
+    "LSTM",
+    "GRU",
 ]
 
 
@@ -469,3 +471,111 @@ class MultiHeadAttention:
         qkv = qkv.reshape(b, t, 3, h, c // h).permute(2, 0, 3, 1, 4)  # (3, B, H, T, C/H)
         y = qkv[0].scaled_dot_product_attention(qkv[1], qkv[2], dropout_p=self.dropout, is_causal=self.causal)
         return self.out_proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+# ***** recurrent *****
+
+
+def _bias_rows(bias: Tensor | None, rows: int, weight: Tensor) -> Tensor:
+    """`bias` repeated in `rows` rows, or zeros of its shape (weight's rows) without one."""
+    if bias is None:
+        return Tensor.zeros(rows, weight.shape[0], dtype=weight.dtype, device=weight.device)
+    return bias.reshape(1, -1).expand(rows, -1)
+
+
+class LSTM:
+    """Batch-first LSTM over (B, T, input_size) with PyTorch's parameter names, layouts, gate order (i, f, g, o) and
+    init U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)): weight_ih_l{k} (4H, in), weight_hh_l{k} (4H, H), bias_ih_l{k},
+    bias_hh_l{k} per layer k. Returns (output (B, T, H) of the last layer, (h_n, c_n) each (num_layers, B, H)), as
+    PyTorch; the initial state `hx` is (h_0, c_0), zeros when None. Unidirectional only.
+
+    NOTE: a Python loop over the time steps, so the graph (and a TinyJit capture) grows linearly with T."""
+
+    gates = 4
+
+    def __init__(self, input_size: int, hidden_size: int, num_layers: int = 1, bias: bool = True):
+        self.input_size, self.hidden_size = _check_int("input_size", input_size), _check_int("hidden_size", hidden_size)
+        self.num_layers, self.bias = _check_int("num_layers", num_layers), bool(bias)
+        bound = 1 / math.sqrt(hidden_size)
+        for k in range(num_layers):
+            fan_in = input_size if k == 0 else hidden_size
+            shapes = {f"weight_ih_l{k}": (self.gates * hidden_size, fan_in),
+                      f"weight_hh_l{k}": (self.gates * hidden_size, hidden_size)}  # fmt: skip
+            if bias:
+                shapes |= {f"bias_ih_l{k}": (self.gates * hidden_size,), f"bias_hh_l{k}": (self.gates * hidden_size,)}
+            for name, shape in shapes.items():
+                setattr(self, name, Tensor.uniform(*shape, low=-bound, high=bound, requires_grad=True))
+
+    def _layer_weights(self, k: int) -> tuple[Tensor, Tensor, Tensor | None, Tensor | None]:
+        return tuple(getattr(self, f"{w}_l{k}", None) for w in ("weight_ih", "weight_hh", "bias_ih", "bias_hh"))
+
+    def _initial(self, x: Tensor, hx: Tensor | None) -> Tensor:
+        want = (self.num_layers, x.shape[0], self.hidden_size)
+        if hx is None:
+            return Tensor.zeros(*want, dtype=self.weight_ih_l0.dtype, device=x.device)
+        _check_tensor(self, hx)
+        if tuple(hx.shape) != want:
+            raise ValueError(f"{type(self).__name__} expects an initial state of shape {want}, got {hx.shape}")
+        return hx
+
+    def _check_input(self, x: Tensor) -> None:
+        _check_ndim(self, x, (3,))
+        if x.shape[2] != self.input_size:
+            raise ValueError(f"{type(self).__name__} expects a (B, T, {self.input_size}) input, got {x.shape}")
+
+    def _steps(self, x: Tensor, k: int, state: tuple[Tensor, ...], zero: bool) -> tuple[Tensor, tuple[Tensor, ...]]:
+        """Layer k over every step of x (B, T, in) from `state` (zeros when `zero`): the outputs (B, T, H) and the last
+        state."""
+        w_ih, w_hh, b_ih, b_hh = self._layer_weights(k)
+        xs = x.linear(w_ih.T, b_ih)  # (B, T, G*H): the input's part of every step at once
+        outs = []
+        for t in range(x.shape[1]):
+            # NOTE: from zeros the first step's hidden part is the bias alone; as a matmul of zeros it would be a kernel
+            # reading only weights, which the lazy cache shares between calls and so a TinyJit capture cannot replay
+            gh = _bias_rows(b_hh, x.shape[0], w_hh) if zero and t == 0 else state[0].linear(w_hh.T, b_hh)
+            # NOTE: each step's state (and its gradient) is a kernel of its own: left to fusion, the recurrence would
+            # inline every earlier step into each of its readers, and scheduling grows quadratically with T
+            state = tuple(s.contiguous().contiguous_backward() for s in self._cell(xs[:, t], gh, state))
+            outs.append(state[0])
+        return Tensor.stack(outs, dim=1), state
+
+    @staticmethod
+    def _cell(gx: Tensor, gh: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        i, f, g, o = (gx + gh).chunk(4, dim=1)
+        c = f.sigmoid() * state[1] + i.sigmoid() * g.tanh()
+        return o.sigmoid() * c.tanh(), c
+
+    def __call__(self, x: Tensor, hx: tuple[Tensor, Tensor] | None = None) -> tuple[Tensor, tuple[Tensor, Tensor]]:
+        self._check_input(x)
+        h0, c0 = (self._initial(x, s) for s in (hx if hx is not None else (None, None)))
+        hs, cs = [], []
+        for k in range(self.num_layers):
+            x, (h, c) = self._steps(x, k, (h0[k], c0[k]), hx is None)
+            hs, cs = hs + [h], cs + [c]
+        return x, (Tensor.stack(hs), Tensor.stack(cs))
+
+
+class GRU(LSTM):
+    """Batch-first GRU over (B, T, input_size) with PyTorch's parameter names, layouts, gate order (r, z, n), the
+    reset gate applied to (W_hn h + b_hn), and init U(-1/sqrt(hidden_size), 1/sqrt(hidden_size)). Returns (output
+    (B, T, H) of the last layer, h_n (num_layers, B, H)), as PyTorch; the initial state `hx` is zeros when None.
+    Unidirectional only.
+
+    NOTE: a Python loop over the time steps, so the graph (and a TinyJit capture) grows linearly with T."""
+
+    gates = 3
+
+    @staticmethod
+    def _cell(gx: Tensor, gh: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+        (xr, xz, xn), (hr, hz, hn) = gx.chunk(3, dim=1), gh.chunk(3, dim=1)
+        z = (xz + hz).sigmoid()
+        n = (xn + (xr + hr).sigmoid() * hn).tanh()
+        return ((1 - z) * n + z * state[0],)
+
+    def __call__(self, x: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:  # type: ignore[override]
+        self._check_input(x)
+        h0, hs = self._initial(x, hx), []
+        for k in range(self.num_layers):
+            x, (h,) = self._steps(x, k, (h0[k],), hx is None)
+            hs.append(h)
+        return x, Tensor.stack(hs)
