@@ -4,11 +4,11 @@ LAYERS; adding a kind is one definition (with its examples) in one of these modu
 
 from __future__ import annotations
 
-from specgrad.modelspec.layers import conv, dense, elementwise, movement, norm, pool, sequence
+from specgrad.modelspec.layers import conv, dense, elementwise, movement, norm, pool, recurrent, sequence
 from specgrad.modelspec.layers.base import Example, Layer, LayerDef, Shape, ShapeMismatch
 from specgrad.modelspec.layers.elementwise import ACTIVATIONS
 
-FAMILIES = (dense, conv, pool, movement, norm, sequence, elementwise)  # NOTE: the order of docs/spec.md's reference
+FAMILIES = (dense, conv, pool, movement, norm, sequence, recurrent, elementwise)  # NOTE: docs/spec.md's reference order
 
 LAYERS: dict[str, LayerDef] = {d.name: d for family in FAMILIES for d in family.DEFS}
 
