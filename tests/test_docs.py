@@ -64,3 +64,54 @@ def test_tutorial_commands_give_what_the_tutorial_shows(monkeypatch) -> None:
         assert result.exit_code == (1 if expect_error else 0), (command, result.output)
         for line in shown:
             assert line in result.output, (command, line, result.output)
+
+
+def _spec_md_examples() -> list[tuple[str | None, str, str]]:
+    """Each ```yaml block of docs/spec.md: (the example file its first line names, how: 'file' for the whole file or
+    'from' for some of its lines, the block without that line); (None, 'spec', block) for a block that is a spec."""
+    ret: list[tuple[str | None, str, str]] = []
+    for block in re.findall(r"```yaml\n(.*?)```", (ROOT / "docs" / "spec.md").read_text(), flags=re.S):
+        first, _, rest = block.partition("\n")
+        named = re.fullmatch(r"# (from )?(docs/examples/[\w.-]+\.yaml)", first)
+        ret.append((named.group(2), "from" if named.group(1) else "file", rest) if named else (None, "spec", block))
+    return ret
+
+
+def _expected_errors(path: Path) -> list[str]:
+    return re.findall(r"^# error: (\d+:\d+: .*)$", path.read_text(), flags=re.M)
+
+
+def test_every_yaml_block_of_the_spec_docs_is_a_tested_example(tmp_path: Path) -> None:
+    """docs/spec.md shows example files of docs/examples/ (whole, or some of their lines), or specs that validate;
+    each file validates, or fails with exactly the `# error: line:col: message` lines it starts with, in order."""
+    from specgrad.modelspec.errors import SpecError
+    from specgrad.modelspec.validate import validate_file
+
+    examples = _spec_md_examples()
+    assert len(examples) >= 6 and any(how == "file" for _, how, _ in examples)
+    for name, how, text in examples:
+        if name is None:
+            (tmp_path / "shown.yaml").write_text(text)
+            validate_file(tmp_path / "shown.yaml")
+            continue
+        path = ROOT / name
+        if how == "file":
+            assert text == path.read_text(), f"docs/spec.md shows {name} other than it is"
+        else:
+            lines = path.read_text().splitlines()
+            assert all(line in lines for line in text.splitlines()), f"docs/spec.md shows lines {name} does not have"
+        expected = _expected_errors(path)
+        try:
+            validate_file(path, data_files=False)
+        except SpecError as e:
+            got = [str(p).split("\n")[0].removeprefix(f"{name}:").removeprefix(f"{path}:") for p in e.problems]
+            assert got == [f"{x.split(': ', 1)[0]}: error: {x.split(': ', 1)[1]}" for x in expected], (name, got)
+        else:
+            assert not expected, f"{name} should fail with {expected}"
+
+
+def test_every_docs_example_is_shown() -> None:
+    shown = {name for name, _, _ in _spec_md_examples()} | set(
+        re.findall(r"docs/examples/[\w.-]+\.yaml", (ROOT / "docs" / "tutorial.md").read_text())
+    )
+    assert {f"docs/examples/{p.name}" for p in (ROOT / "docs" / "examples").glob("*.yaml")} <= shown
