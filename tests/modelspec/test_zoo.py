@@ -24,6 +24,8 @@ PUBLISHED: dict[str, tuple[list[str], int, str]] = {
     "resnet18.yaml": ([], 11_689_512, "torchvision resnet18"),
     "vgg16.yaml": ([], 138_357_544, "torchvision vgg16 (configuration D, no batch norm)"),
     "mobilenet_v2.yaml": ([], 3_504_872, "torchvision mobilenet_v2, width 1.0"),
+    "lstm_lm.yaml": (["vars.vocab=10000", "data=null"], 4_653_200,
+                     "Zaremba et al. 2014 small: 2 x 200 LSTM, 10,000 words, PyTorch's two biases per gate"),
     "unet_small.yaml": ([], 117_073, "the same network built in PyTorch (test_small_unet_is_the_torch_network)"),
     "gpt2_small.yaml": ([], 124_439_808, "GPT-2 small with the output projection tied to the token embedding"),
     "nanogpt_char.yaml": (["vars.vocab=65", "data=null"], 10_745_088,
@@ -104,3 +106,9 @@ def test_nanogpt_char_trains_as_written(tmp_path: Path) -> None:
 def test_small_unet_learns_to_denoise_the_digits(tmp_path: Path) -> None:
     records = _fit(ZOO / "unet_small.yaml", tmp_path, "--set", "train.epochs=4")
     assert min(r["loss"] for r in records if r["split"] == "valid") < 0.02
+
+
+@pytest.mark.slow
+def test_lstm_lm_learns_the_sonnets(tmp_path: Path) -> None:
+    records = _fit(ZOO / "lstm_lm.yaml", tmp_path)
+    assert min(r["loss"] for r in records if r["split"] == "valid") < 2.8  # NOTE: ln(128) = 4.85 at the start
