@@ -60,7 +60,7 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
             spec = with_length(validate_file(spec_file(spec_path), overrides), epochs, steps)
         if device is not None:
             Device.DEFAULT = device
-        trainer = Trainer.create(spec)
+        trainer = Trainer.create(spec, init=resume is None)
         folder = resume if resume is not None else new_run_folder(out or Path("runs"), str(spec.values["name"]))
     except KeyboardInterrupt:  # NOTE: while loading the data or building the model: no run has started
         raise _fail("interrupted before training started", 130) from None

@@ -33,6 +33,7 @@ from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.files import SIZE_HINT
 from specgrad.modelspec.schema import Section
 from specgrad.modelspec.validate import MAX_NAME, TOP, ValidSpec, validate_file
+from specgrad.modelspec.weights import init_file
 from specgrad.nn.state import ChecksumMismatch, FileTooLarge, SafetensorsError, safe_load_metadata
 from specgrad.train.data import data_file
 
@@ -45,11 +46,14 @@ PATH_KEYS = ("path",)  # NOTE: data keys holding a file path, rewritten relative
 
 
 def spec_hash(values: dict[str, Any]) -> str:
-    """A short hash of everything a spec says, except where its data file lies (a resolved copy in a run folder names
-    the same file by another relative path)."""
-    data = values.get("data")
-    if isinstance(data, dict):
+    """A short hash of everything a spec says, except where its files lie (a resolved copy in a run folder names the
+    same data and init: files by other relative paths). Values equal to their defaults are left out, so a specgrad
+    that adds a key with a default keeps the hashes of existing runs."""
+    values = _as_written(values, TOP)
+    if isinstance(data := values.get("data"), dict):
         values = {**values, "data": {k: v for k, v in data.items() if k not in PATH_KEYS}}
+    if isinstance(init := values.get("init"), dict):
+        values = {**values, "init": {k: v for k, v in init.items() if k != "from"}}
     return hashlib.sha256(json.dumps(values, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
@@ -173,11 +177,13 @@ def _as_written(values: dict[str, Any], section: Section) -> dict[str, Any]:
 
 def write_resolved_spec(spec: ValidSpec, folder: Path) -> None:
     """The spec as it will be trained, as a spec file: it validates, trains, runs and exports by itself and has the
-    same spec_hash. A data file is named relative to the run folder."""
+    same spec_hash. A data file and an init: file are named relative to the run folder."""
     values = {k: v for k, v in spec.values.items() if k != "extends"}
     data = values.get("data")
     if isinstance(data, dict):
         values["data"] = {**data, **{k: _relative(data_file(spec), folder) for k in PATH_KEYS if data.get(k)}}
+    if (init := spec.node("init")) is not None:
+        values["init"] = {**values["init"], "from": _relative(Path(init_file(init, spec.path)), folder)}
     body = yaml.safe_dump(_as_written(values, TOP), sort_keys=False, allow_unicode=True)
     head = f"# the spec of this run as trained (spec_hash {spec_hash(spec.values)}); written by specgrad train\n"
     atomic_write(folder / RESOLVED, (head + body).encode())

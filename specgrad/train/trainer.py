@@ -221,9 +221,11 @@ class Trainer:
         return self.spec.values["train"]
 
     @staticmethod
-    def create(spec: ValidSpec) -> Trainer:
+    def create(spec: ValidSpec, init: bool = True) -> Trainer:
+        """Data, model, optimizer and the captured step; `init` loads the spec's init: weights (a resumed run loads
+        its checkpoint instead)."""
         data = load_data(spec)
-        model = build_model(spec, init=True)
+        model = build_model(spec, init=init)
         t = spec.values["train"]
         if len(data.x_train) < spec.batch_size:
             raise SpecError.at(None, f"the training split has {len(data.x_train)} examples, fewer than one batch of "

@@ -200,3 +200,43 @@ def test_weight_std_draws_the_weight_and_needs_one(tmp_path: Path) -> None:
     bad = _write(tmp_path, TIED.replace("layer: layernorm,", "layer: mlp, hidden: 4, weight_std: 0.1,"), "bad.yaml")
     with pytest.raises(SpecError, match=r"unknown key 'weight_std' in node 'norm'.mlp"):
         validate_file(bad)
+
+
+def test_a_run_started_from_init_weights_is_self_contained_and_resumes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`specgrad train` loads init: once; the run folder's resolved spec names the file relative to the run folder
+    (it validates by itself, with the same hash), and --resume continues from the checkpoint."""
+    from specgrad.cli.main import app
+    from typer.testing import CliRunner
+
+    from specgrad.nn.state import safe_load, safe_load_metadata
+    from specgrad.train.run_folder import read_resolved_spec, spec_hash
+
+    monkeypatch.chdir(tmp_path)  # NOTE: the project root, holding the spec, its init file and the runs
+    arrays = _start(tmp_path, w=(32, 64), b=(32,))
+    spec = _write(tmp_path, INIT.replace("MAP", "{0.weight: w, 0.bias: b}"))
+    runner = CliRunner()
+    result = runner.invoke(app, ["train", str(spec), "--steps", "3", "--out", str(tmp_path / "runs")])
+    assert result.exit_code == 0, result.output
+    folder = tmp_path / "runs" / "frozen-1"
+    resolved = read_resolved_spec(folder)
+    assert spec_hash(resolved.values) == safe_load_metadata(folder / "model.safetensors")["spec_hash"]
+    trained = safe_load(folder / "model.safetensors")
+    np.testing.assert_array_equal(trained["steps.0.1.weight"].numpy(), arrays["w"])  # NOTE: frozen, from the file
+    resumed = runner.invoke(app, ["train", "--resume", str(folder)])
+    assert resumed.exit_code == 0, resumed.output
+
+
+def test_spec_hash_leaves_out_defaults(tmp_path: Path) -> None:
+    """A train or data key written at its default value (or added by a later specgrad with a default) keeps a run's
+    hash; the model is hashed as written."""
+    from specgrad.train.run_folder import spec_hash
+
+    plain = validate_file(_write(tmp_path, FROZEN.replace("lr_scale: LR", "lr_scale: 1")))
+    spelled = validate_file(_write(tmp_path, FROZEN.replace("lr_scale: LR", "lr_scale: 1").replace(
+        "lr: 0.1}", "lr: 0.1, momentum: 0.0}"), "spelled.yaml"))  # fmt: skip
+    assert spec_hash(plain.values) == spec_hash(spelled.values)
+    assert spec_hash(plain.values) != spec_hash(
+        validate_file(_write(tmp_path, FROZEN.replace("LR", "2"), "b.yaml")).values
+    )
