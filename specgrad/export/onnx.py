@@ -12,7 +12,6 @@ Imports numpy, nn.state and modelspec (errors, graph, layers, builder, validate)
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +23,7 @@ from specgrad.modelspec.contract import RunContract, contract_from_meta
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.graph import Step
 from specgrad.modelspec.layers import LAYERS
+from specgrad.modelspec.ops import OPS
 from specgrad.modelspec.validate import ValidSpec
 from specgrad.nn.state import get_state_dict
 
@@ -160,35 +160,4 @@ def _export_step(g: OnnxGraph, s: Step, prefix: str) -> None:
     if s.kind == "layer":
         LAYERS[s.what].onnx(g, s, prefix, srcs[0], out)
     else:
-        OP_EXPORTERS[s.what](g, s, srcs, out)
-
-
-# *** ops: (graph, step, input values, output value) ***
-
-
-def _inputs_of_one_type(g: OnnxGraph, xs: list[str]) -> list[str]:
-    return xs if len({g.types[x] for x in xs}) == 1 else [g.to_float(x) for x in xs]
-
-
-def _chain(op: str) -> Callable[[OnnxGraph, Step, list[str], str], None]:
-    """A left fold, in the order Model applies add and mul."""
-
-    def export(g: OnnxGraph, s: Step, xs: list[str], out: str) -> None:
-        xs = _inputs_of_one_type(g, xs)
-        ret = xs[0]
-        for i, x in enumerate(xs[1:], start=2):
-            ret = g.node(op, ret, x, out=out if i == len(xs) else None, dtype=g.types[xs[0]])
-
-    return export
-
-
-def _export_concat(g: OnnxGraph, s: Step, xs: list[str], out: str) -> None:
-    xs, axis = _inputs_of_one_type(g, xs), s.args["axis"]
-    g.node("Concat", *xs, out=out, dtype=g.types[xs[0]], axis=axis + 1 if axis >= 0 else axis)  # NOTE: batch axis
-
-
-OP_EXPORTERS: dict[str, Callable[[OnnxGraph, Step, list[str], str], None]] = {
-    "add": _chain("Add"),
-    "mul": _chain("Mul"),
-    "concat": _export_concat,
-}
+        OPS[s.what].onnx(g, s, srcs, out)

@@ -1,15 +1,16 @@
 """Build a model from a validated spec with specgrad.nn: each layer step from its kind's builder in the registry
-(modelspec.layers), each op from _OPS below.
+(modelspec.layers), each op from its definition (modelspec.ops).
 
 Imports the public API (Tensor, nn.state) and modelspec (layers, validate, weights).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 from specgrad import Tensor
 from specgrad.modelspec.layers import LAYERS, Layer
+from specgrad.modelspec.ops import OPS
 from specgrad.modelspec.validate import ValidSpec
 from specgrad.modelspec.weights import init_tensors, tie_target, weight_names
 from specgrad.nn.state import get_state_dict, load_state_dict
@@ -20,10 +21,10 @@ class Model:
     in the order the spec names them; it returns the output, or a tuple of outputs."""
 
     def __init__(self, steps: list[tuple[str, Layer | None, str, tuple[str, ...]]], inputs: tuple[str, ...],
-                 outputs: tuple[str, ...], axes: dict[str, int]):  # fmt: skip
+                 outputs: tuple[str, ...], op_args: dict[str, dict[str, Any]]):  # fmt: skip
         self.steps = [(name, layer) for name, layer, _, _ in steps]  # NOTE: the only place layers live (state dict)
         self._plan = [(name, op, srcs) for name, _, op, srcs in steps]
-        self.input_names, self.output_names, self._axes = inputs, outputs, axes
+        self.input_names, self.output_names, self._op_args = inputs, outputs, op_args
         self.lr_scales: dict[int, float] = {}  # NOTE: id(weight) -> its learning-rate multiplier, where not 1
 
     def __call__(self, *xs: Tensor) -> Tensor | tuple[Tensor, ...]:
@@ -33,31 +34,9 @@ class Model:
         env: dict[str, Tensor] = dict(zip(self.input_names, xs))
         for (name, op, srcs), (_, layer) in zip(self._plan, self.steps):
             args = [env[s] for s in srcs]
-            env[name] = layer(args[0]) if layer is not None else _OPS[op](args, self._axes.get(name, -1))
+            env[name] = layer(args[0]) if layer is not None else OPS[op].build(args, self._op_args[name])
         outs = tuple(env[o] for o in self.output_names)
         return outs[0] if len(outs) == 1 else outs
-
-
-def _sum(xs: list[Tensor], axis: int) -> Tensor:
-    ret = xs[0]
-    for x in xs[1:]:
-        ret = ret + x
-    return ret
-
-
-def _prod(xs: list[Tensor], axis: int) -> Tensor:
-    ret = xs[0]
-    for x in xs[1:]:
-        ret = ret * x
-    return ret
-
-
-# NOTE: a per-example axis becomes a batch axis one further; negative axes count from the end either way
-_OPS: dict[str, Callable[[list[Tensor], int], Tensor]] = {
-    "add": _sum,
-    "mul": _prod,
-    "concat": lambda xs, axis: xs[0].cat(*xs[1:], dim=axis + 1 if axis >= 0 else axis),
-}
 
 
 def build_model(spec: ValidSpec, seed: int | None = None, init: bool = False) -> Model:
@@ -74,8 +53,8 @@ def build_model(spec: ValidSpec, seed: int | None = None, init: bool = False) ->
     for name, target in ties.items():
         layers[name].weight = layers[target].weight  # type: ignore[attr-defined]  # NOTE: shapes were validated
     steps = [(s.name, layers.get(s.name), s.what, s.srcs) for s in spec.steps]
-    axes = {s.name: s.args["axis"] for s in spec.steps if s.kind == "op" and "axis" in s.args}
-    model = Model(steps, tuple(spec.inputs), spec.outputs, axes)
+    op_args = {s.name: s.args for s in spec.steps if s.kind == "op"}
+    model = Model(steps, tuple(spec.inputs), spec.outputs, op_args)
     for s in spec.steps:
         if s.kind != "layer":
             continue

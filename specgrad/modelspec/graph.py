@@ -3,7 +3,7 @@ blocks expanded `repeat` times, and static shape inference through the whole gra
 the graph in which each layer takes the one before it. Once blocks are expanded a model has at most MAX_STEPS layers
 and ops.
 
-Imports modelspec.errors, modelspec.loader, modelspec.schema and modelspec.layers.
+Imports modelspec (errors, layers, loader, ops, resolve, schema).
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
-from specgrad.helpers import prod
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.layers import LAYERS, Shape, ShapeMismatch
 from specgrad.modelspec.loader import YNode
+from specgrad.modelspec.ops import OPS
 from specgrad.modelspec.resolve import substitute_in
 from specgrad.modelspec.schema import REQUIRED, Field, Section, check_section, describe, did_you_mean, with_defaults
 
@@ -32,12 +32,6 @@ BLOCK = Section("block", "a reusable piece of graph", {
                    REQUIRED)})  # fmt: skip
 REPEAT = Section("node", "a block node", {"repeat": Field("int", "how many copies, one after another", 1, min=1,
                                                          max=1000)})  # fmt: skip
-OPS: dict[str, Section] = {
-    "add": Section("add", "elementwise sum of inputs of one shape"),
-    "mul": Section("mul", "elementwise product of inputs of one shape"),
-    "concat": Section("concat", "inputs joined along one axis", {
-        "axis": Field("int", "the axis to join along (negative counts from the end)", -1, min=-8, max=7)}),
-}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -184,8 +178,8 @@ def _graph_node(item: YNode, at: str, blocks: dict[str, YNode]) -> tuple[_Node |
                     did_you_mean(what, list(OPS)) or f"ops: {', '.join(OPS)}",
                 )
             ]
-        found = check_section(rest, OPS[what], at)
-        return _Node(name.value, "op", what, with_defaults(rest, OPS[what]), srcs, item.loc), problems + found
+        found = check_section(rest, OPS[what].section, at)
+        return _Node(name.value, "op", what, with_defaults(rest, OPS[what].section), srcs, item.loc), problems + found
     if what not in blocks:
         known = f"blocks: {', '.join(blocks)}" if blocks else "define it under blocks:"
         hint = did_you_mean(what, list(blocks)) or known
@@ -227,7 +221,7 @@ def _known_keys(item: YNode) -> tuple[str, tuple[str, ...]] | None:
     if kinds[0] == "layer":
         return (f"{at}.{what}", tuple(LAYERS[what].entry.args.fields)) if what in LAYERS else None
     if kinds[0] == "op":
-        return (at, tuple(OPS[what].fields)) if what in OPS else None
+        return (at, tuple(OPS[what].section.fields)) if what in OPS else None
     return at, ()
 
 
@@ -419,7 +413,9 @@ def _run_step(node: _Node, in_shapes: list[Shape], from_words: list[str], prefix
             out = layer.infer(in_shapes[0], node.args)
             params, flops = layer.params(in_shapes[0], node.args), layer.flops(in_shapes[0], out, node.args)
         else:
-            out, params, flops = _op_shape(node.what, in_shapes, node.args), 0, prod(in_shapes[0]) * len(in_shapes)
+            op = OPS[node.what]
+            out = op.infer(in_shapes, node.args)
+            params, flops = 0, op.flops(in_shapes, out, node.args)
     except ShapeMismatch as e:
         met = " and ".join(f"{list(s)} from {w}" for s, w in zip(in_shapes, from_words))
         what = f"layer {name} ({node.what})" if name.isdigit() else f"node '{name}' ({node.what})"
@@ -427,22 +423,6 @@ def _run_step(node: _Node, in_shapes: list[Shape], from_words: list[str], prefix
         raise SpecError([Problem(f"{what} cannot take {noun} {met}: it {e}", node.loc)]) from None
     srcs = tuple(src if src in inputs else prefix + src for src, _ in node.srcs)
     return Step(name, node.kind, node.what, node.args, srcs, node.loc, tuple(in_shapes), out, params, flops)
-
-
-def _op_shape(op: str, shapes: list[Shape], args: dict[str, Any]) -> Shape:
-    if len(shapes) < 2:
-        raise ShapeMismatch(f"needs at least two inputs, got {len(shapes)}")
-    if op in ("add", "mul"):
-        if len(set(shapes)) != 1:
-            raise ShapeMismatch("needs inputs of one shape")
-        return shapes[0]
-    ndim = len(shapes[0])
-    axis = args["axis"] + ndim if args["axis"] < 0 else args["axis"]
-    if not 0 <= axis < ndim:
-        raise ShapeMismatch(f"has no axis {args['axis']} in a {ndim}-axis input")
-    if any(len(s) != ndim or s[:axis] + s[axis + 1 :] != shapes[0][:axis] + shapes[0][axis + 1 :] for s in shapes):
-        raise ShapeMismatch(f"needs inputs that differ only along axis {args['axis']}")
-    return (*shapes[0][:axis], sum(s[axis] for s in shapes), *shapes[0][axis + 1 :])
 
 
 def _expand_block(node: _Node, in_shapes: list[Shape], blocks: dict[str, YNode], variables: dict[str, YNode],

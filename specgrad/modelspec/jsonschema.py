@@ -14,8 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from specgrad.modelspec.graph import BLOCK, MAX_NAME, NAME, NODE_KEYS, OPS, REPEAT
+from specgrad.modelspec.graph import BLOCK, MAX_NAME, NAME, NODE_KEYS, REPEAT
 from specgrad.modelspec.layers import LAYERS
+from specgrad.modelspec.ops import OPS
 from specgrad.modelspec.schema import Field, Section
 from specgrad.modelspec.validate import GRAPH_MODEL, INPUT, SOURCE_NEEDS, TOP
 from specgrad.modelspec.validate import MAX_NAME as MAX_SPEC_NAME
@@ -86,7 +87,7 @@ def node_schema() -> dict[str, Any]:
         },
     }
     options = [_node(common, "layer", name, d.entry.description, d.entry.args) for name, d in LAYERS.items()]
-    options += [_node(common, "op", name, op.description, op) for name, op in OPS.items()]
+    options += [_node(common, "op", name, op.section.description, op.section) for name, op in OPS.items()]
     with_ = {"description": "values of the block's params", "anyOf": [{"type": "object"}, DOLLAR]}
     block = {"repeat": field_schema(REPEAT.fields["repeat"]), "with": with_}
     options.append(_node(common, "block", None, "copies of a block's graph, one after another", Section("", ""), block))
