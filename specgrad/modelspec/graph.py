@@ -197,34 +197,6 @@ def _graph_node(item: YNode, at: str, blocks: dict[str, YNode]) -> tuple[_Node |
     return node, problems + found
 
 
-def node_key_problems(graph: YNode) -> list[Problem]:
-    """Unknown keys of every node of a block's graph, found before the block is used (or when it never is)."""
-    problems = []
-    for item in graph.value if graph.kind == "seq" else []:
-        known = _known_keys(item)
-        if known is None:
-            continue  # NOTE: a node without a name or kind is reported when the block is expanded
-        where, args = known
-        problems += [Problem(f"unknown key '{excerpt(k)}' in {where}", item.key_locs[k] if item.key_locs else item.loc,
-                             did_you_mean(k, [*NODE_KEYS, *args]))
-                     for k in item.value if k not in NODE_KEYS and k not in args]  # fmt: skip
-    return problems
-
-
-def _known_keys(item: YNode) -> tuple[str, tuple[str, ...]] | None:
-    """(how messages name the node, its argument keys) for a node with a name and one known layer, op or block."""
-    kinds = [k for k in ("layer", "op", "block") if k in item.value] if item.kind == "map" else []
-    name = item.get("name")
-    if len(kinds) != 1 or name is None or not isinstance(what := item.value[kinds[0]].value, str):
-        return None
-    at = f"node '{excerpt(str(name.value))}'"
-    if kinds[0] == "layer":
-        return (f"{at}.{what}", tuple(LAYERS[what].entry.args.fields)) if what in LAYERS else None
-    if kinds[0] == "op":
-        return (at, tuple(OPS[what].section.fields)) if what in OPS else None
-    return at, ()
-
-
 def block_problems(blocks: dict[str, YNode]) -> list[Problem]:
     """Every problem of each block's definition, found once however often the model uses the block (never included):
     its keys, its nodes, the parameters its block nodes pass, and its 'out' node. A value written with $ is checked
