@@ -71,7 +71,7 @@ def summary_json(spec: ValidSpec) -> dict:
               "flops": s.flops} for s in spec.steps]  # fmt: skip
     inputs = {k: {"shape": list(shape), "dtype": dtype} for k, (shape, dtype) in spec.inputs.items()}
     return {"valid": True, "name": spec.values["name"], "inputs": inputs, "steps": steps,
-            "outputs": list(spec.outputs), "params": spec.params,
+            "outputs": list(spec.outputs), "params": spec.params, "trainable_params": spec.trainable_params,
             "flops_per_example": spec.flops_per_example, "step_flops": spec.step_flops,
             "activation_bytes": spec.activation_bytes, "batch_size": spec.batch_size}  # fmt: skip
 
@@ -129,5 +129,7 @@ def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None 
     _print_table(summary_table(result))
     if data is not None:
         typer.echo(data_line(data))
-    typer.echo(f"{printable(str(spec))}: valid; {result.params:,} parameters, {_size(result.step_flops, ' FLOP')} per "
-               f"training step, {_bytes(result.activation_bytes)} of activations per batch")  # fmt: skip
+    frozen = f" ({result.trainable_params:,} trainable)" if result.trainable_params != result.params else ""
+    typer.echo(f"{printable(str(spec))}: valid; {result.params:,} parameters{frozen}, "
+               f"{_size(result.step_flops, ' FLOP')} per training step, {_bytes(result.activation_bytes)} of "
+               "activations per batch")  # fmt: skip

@@ -177,6 +177,12 @@ class ValidSpec:
         return sum(s.params for s in self.steps)
 
     @property
+    def trainable_params(self) -> int:
+        """Parameters training changes: those of layers without trainable: false (a tied weight counts with the layer
+        it belongs to)."""
+        return sum(s.params for s in self.steps if s.args.get("trainable", True))
+
+    @property
     def flops_per_example(self) -> int:
         return sum(s.flops for s in self.steps)
 
@@ -430,7 +436,8 @@ def _check_inputs_fit_data(spec: ValidSpec, root: YNode) -> None:
 
 def _check_budget(spec: ValidSpec, loc: Location) -> None:
     """Activations of one batch plus weights, gradients and two Adam moments (float32) must fit SPEC_MEMORY_GB."""
-    need, budget = spec.activation_bytes + 16 * spec.params, int(SPEC_MEMORY_GB) << 30
+    frozen = spec.params - spec.trainable_params  # NOTE: a frozen weight has no gradient and no optimizer state
+    need, budget = spec.activation_bytes + 16 * spec.trainable_params + 4 * frozen, int(SPEC_MEMORY_GB) << 30
     if need > budget:
         raise SpecError([Problem(f"one training step needs about {need / 2**30:.1f} GiB (activations of a batch of "
                                  f"{spec.batch_size} plus {spec.params:,} parameters), over the "

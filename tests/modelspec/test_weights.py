@@ -11,6 +11,7 @@ import pytest
 
 from specgrad import Tensor
 from specgrad.export.onnx import export_onnx
+from specgrad.flags import Context
 from specgrad.modelspec.builder import build_model
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.validate import validate_file
@@ -240,3 +241,24 @@ def test_spec_hash_leaves_out_defaults(tmp_path: Path) -> None:
     assert spec_hash(plain.values) != spec_hash(
         validate_file(_write(tmp_path, FROZEN.replace("LR", "2"), "b.yaml")).values
     )
+
+
+def test_the_cost_report_counts_trainable_parameters(tmp_path: Path) -> None:
+    """validate says how many parameters train; the memory check costs a frozen one 4 bytes (its weight), a trainable
+    one 16 (weight, gradient, two Adam moments)."""
+    import json
+
+    from specgrad.cli.main import app
+    from typer.testing import CliRunner
+
+    path = _write(tmp_path, FROZEN.replace("lr_scale: LR", "lr_scale: 1"))
+    out = json.loads(CliRunner().invoke(app, ["validate", str(path), "--json"]).output)
+    assert (out["params"], out["trainable_params"]) == (64 * 32 + 32 + 32 * 10 + 10, 32 * 10 + 10)
+    assert "2,410 parameters (330 trainable)" in CliRunner().invoke(app, ["validate", str(path)]).output
+    big = FROZEN.replace("linear: {out: 32, trainable: false}", "linear: {out: 1000000, trainable: TRAIN}").replace(
+        "lr_scale: LR", "lr_scale: 1")  # fmt: skip
+    # NOTE: 75M parameters: 0.4 GiB with the wide layer frozen, 1.1 GiB with it trained, against a budget of 1 GiB
+    with Context(SPEC_MEMORY_GB=1):
+        validate_file(_write(tmp_path, big.replace("TRAIN", "false"), "frozen_big.yaml"))
+        with pytest.raises(SpecError, match="over the 1 GiB budget"):
+            validate_file(_write(tmp_path, big.replace("TRAIN", "true"), "trained_big.yaml"))
