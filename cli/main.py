@@ -137,7 +137,12 @@ def train_command(
 def run_command(
     spec: Annotated[Path, typer.Argument(help="the spec file (YAML), or a run folder (its spec and final weights)")],
     input_path: Annotated[
-        Path, typer.Option("--input", help="examples: .npy, .csv (header row) or .json (nested lists)")
+        Path,
+        typer.Option(
+            "--input",
+            help="examples: .npy, .csv (header row) or .json (nested lists); or one .png/.jpg "
+            "image for a model trained on an images source",
+        ),
     ],
     weights: Annotated[
         Path | None,

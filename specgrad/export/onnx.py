@@ -88,13 +88,14 @@ def _finish(g: OnnxGraph, spec: ValidSpec, c: RunContract) -> list[tuple[str, tu
 
 
 def _props(c: RunContract, meta: dict[str, str]) -> dict[str, str]:
-    """metadata_props: the task, the statistics as the weights hold them, and the class names of a classifier."""
+    """metadata_props: the task, the statistics as the weights hold them, the class names of a classifier, and the csv
+    columns the model reads with each categorical one's vocabulary (the model takes them encoded, as `run` does)."""
     props = {"task": str(c.task), "normalization": meta.get("normalization") or "{}"}
     if c.task == "regress":
         props["target_normalization"] = meta.get("target_normalization") or "{}"
     if c.task == "classify":
         props["class_names"] = json.dumps(list(c.class_names))
-    return {**props, **{k: meta[k] for k in ("name", "spec_hash") if meta.get(k)}}
+    return {**props, **{k: meta[k] for k in ("name", "spec_hash", "columns") if meta.get(k)}}
 
 
 def _import_onnx() -> Any:

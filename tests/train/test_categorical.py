@@ -312,3 +312,12 @@ def test_index_model_trains_and_runs(tmp_path: Path) -> None:
     (tmp_path / "x.csv").write_text("color,city\nred,Rome\ngreen,Oslo\n")
     out = runner.invoke(app, ["run", str(tmp_path / "runs" / "cat-1"), "--input", str(tmp_path / "x.csv")])
     assert out.exit_code == 0 and len(values(out.output)) == 2, out.output
+
+
+def test_the_onnx_export_carries_the_vocabulary(trained: Path, tmp_path: Path) -> None:
+    """An ONNX model takes categorical columns encoded; its metadata says how (the columns and their vocabularies)."""
+    onnx = pytest.importorskip("onnx")
+    result = runner.invoke(app, ["export", str(trained), "--format", "onnx", "--out", str(tmp_path / "m.onnx")])
+    assert result.exit_code == 0, result.output
+    props = {p.key: p.value for p in onnx.load(str(tmp_path / "m.onnx")).metadata_props}
+    assert json.loads(props["columns"]) == json.loads(safe_load_metadata(trained / "model.safetensors")["columns"])
