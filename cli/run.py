@@ -24,7 +24,7 @@ from specgrad.modelspec.builder import Model, build_model
 from specgrad.modelspec.contract import ContractError, RunContract, contract_from_meta
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import check_regular, read_data
-from specgrad.modelspec.validate import ValidSpec, validate_file
+from specgrad.modelspec.validate import ValidSpec, is_float, validate_file
 from specgrad.nn.state import SafetensorsError, StateMismatch, load_state_dict, safe_load, safe_load_metadata
 from specgrad.train.data import (
     IMAGE_MODES,
@@ -316,7 +316,7 @@ READERS: dict[str, Callable[[bytes, Path, ValidSpec, RunContract, bool], np.ndar
 def prepare(x: np.ndarray, spec: ValidSpec, contract: RunContract, path: Path) -> np.ndarray:
     """Float inputs standardized with the training statistics in the weights; token ids checked and cast."""
     _, dtype = next(iter(spec.inputs.values()))
-    if not dtype.startswith("float"):
+    if not is_float(dtype):
         return _tokens(x, spec, dtype, path)
     data = spec.values.get("data") or {}
     if data.get("source") == "digits" and x.max() > 1.5:

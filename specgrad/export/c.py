@@ -25,7 +25,7 @@ from specgrad.helpers import atomic_write
 from specgrad.modelspec.builder import Model
 from specgrad.modelspec.contract import RunContract, contract_from_meta
 from specgrad.modelspec.errors import SpecError
-from specgrad.modelspec.validate import ValidSpec
+from specgrad.modelspec.validate import ValidSpec, is_float
 from specgrad.realize import ExecItem
 from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, PARALLEL_GLOBAL
 
@@ -104,11 +104,11 @@ static void softmax_rows(const float* x, float* p, int rows, int width) {
 
 def _input_check(dtype: str) -> tuple[str, str, str]:
     """(what the runner reads, a C condition on the double v that refuses it, the message) for the input's dtype."""
-    if dtype.startswith("float"):
+    if is_float(dtype):
         return "a finite number", "fabs(v) > FLT_MAX", "is too large for a float"
-    info = np.iinfo(np.dtype(dtype))
-    return (f"a whole number from {info.min} to {info.max}", f"v != floor(v) || v < {info.min}.0 || v > {info.max}.0",
-            f"is not a whole number from {info.min} to {info.max} ({dtype})")  # fmt: skip
+    lo, hi = (0, 1) if dtype == "bool" else (int(np.iinfo(np.dtype(dtype)).min), int(np.iinfo(np.dtype(dtype)).max))
+    return (f"a whole number from {lo} to {hi}", f"v != floor(v) || v < {lo}.0 || v > {hi}.0",
+            f"is not a whole number from {lo} to {hi} ({dtype})")  # fmt: skip
 
 
 def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], Buffer, Buffer]:
@@ -117,7 +117,7 @@ def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], Buffer, Buf
         raise SpecError.at(None, f"the C export takes a model with one input and one output; {spec.path} has "
                            f"{len(spec.inputs)} and {len(spec.outputs)}")  # fmt: skip
     ((shape, dtype),) = spec.inputs.values()
-    zeros = np.zeros((1, *shape), dtype=np.int32 if dtype.startswith("int") else np.float32)
+    zeros = np.zeros((1, *shape), dtype=np.float32 if is_float(dtype) else np.int32)
     x = Tensor(zeros, device="CLANG").realize()
     # NOTE: a model that gives its input back in order (flatten, reshape) has no kernels; any other view of the input
     # (an expand, a permute) is copied into place by contiguous()

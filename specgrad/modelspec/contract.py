@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from specgrad.helpers import prod
-from specgrad.modelspec.validate import ENCODINGS, ValidSpec
+from specgrad.modelspec.validate import ENCODINGS, ValidSpec, is_float
 
 TASKS = ("classify", "regress", "language")
 OUTPUTS = {"classify": ("logits", "probabilities"), "language": ("logits", "probabilities"), "regress": ("prediction",)}
@@ -135,7 +135,7 @@ def contract_from_meta(spec: ValidSpec, meta: dict[str, str] | None) -> RunContr
                             f"{', '.join(spec.inputs)} and outputs {', '.join(spec.outputs)}")  # fmt: skip
     ((in_shape, dtype),) = spec.inputs.values()
     out_shape = spec.output_shape(spec.outputs[0])
-    norm = _stats(meta, "normalization", in_shape) if dtype.startswith("float") else {}  # NOTE: token ids stay ids
+    norm = _stats(meta, "normalization", in_shape) if is_float(dtype) else {}  # NOTE: token ids stay ids
     target = _stats(meta, "target_normalization", out_shape) if task == "regress" else {}
     names: tuple[str, ...] = ()
     if task == "classify":
@@ -146,7 +146,7 @@ def contract_from_meta(spec: ValidSpec, meta: dict[str, str] | None) -> RunContr
             raise ContractError(f"the weights' class_names must be {out_shape[-1]} strings, one per output, got "
                                 f"{meta['class_names'][:80]}")  # fmt: skip
     columns = Columns.from_meta(meta["columns"]) if meta.get("columns") else None
-    if columns is not None and (columns.width != prod(in_shape) or columns.is_index != dtype.startswith(("int", "u"))):
+    if columns is not None and (columns.width != prod(in_shape) or columns.is_index == is_float(dtype)):
         raise ContractError(f"the weights' columns give {columns.explain()}, but the model's input is {list(in_shape)} "
                             f"of {dtype}")  # fmt: skip
     return RunContract(task, norm, target, names, columns)

@@ -36,6 +36,12 @@ FORMAT_VERSION = 1
 MAX_NAME = 100  # NOTE: characters of a spec's name; it is a folder name, and file systems allow 255 bytes
 DTYPES = ("float32", "float16", "int32", "int64", "uint8", "bool")
 
+
+def is_float(dtype: str) -> bool:
+    """An input dtype with fractions (float32, float16); the others hold whole numbers (bool: 0 and 1), such as token
+    ids and index codes, which are never standardized."""
+    return dtype in ("float32", "float16")
+
 INPUT = Section("input", "the shape of one example", {
     "shape": Field("list", "axis lengths of one example, without the batch axis", REQUIRED,
                    item=Field("int", "an axis length", REQUIRED, min=1, max=1 << 20)),

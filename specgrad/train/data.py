@@ -50,7 +50,7 @@ from specgrad.modelspec.files import MIB, SIZE_HINT, check_inside, open_data, re
 from specgrad.modelspec.layers import LAYERS
 from specgrad.modelspec.loader import YNode
 from specgrad.modelspec.schema import did_you_mean
-from specgrad.modelspec.validate import DATA, TRAIN, ValidSpec, index_mix_problem
+from specgrad.modelspec.validate import DATA, TRAIN, ValidSpec, index_mix_problem, is_float
 
 DEFAULT_VOCAB = 128  # NOTE: characters are their code points; ASCII unless the model's embedding says otherwise
 MAX_PROBLEMS = 10  # problems of one kind (cells, characters) reported at once; the rest are counted
@@ -190,12 +190,12 @@ def load_data(spec: ValidSpec) -> Dataset:
     src = _source(spec)
     _check_unused(src)
     kind = src.data["source"]
-    if kind in FLOAT_SOURCES and not src.dtype.startswith("float"):
+    if kind in FLOAT_SOURCES and not is_float(src.dtype):
         raise SpecError.at(src.input_loc("dtype") or src.input_loc(), f"source {kind} gives numbers with fractions, "
                            f"but the input's dtype is {src.dtype}", "use dtype float32")  # fmt: skip
     _check_augment(src)
     ds = LOADERS[kind](src)
-    if src.data["normalize"] and kind != "text" and src.dtype.startswith("float"):
+    if src.data["normalize"] and kind != "text" and is_float(src.dtype):
         ds = _normalized(ds, {"digits": None, "images": (0, 2, 3)}.get(kind, 0), ds.columns)
     augment = src.data["augment"]
     ds.augment = augment if augment and any(augment.values()) else None
@@ -263,7 +263,7 @@ def _check_augment(src: _Source) -> None:
         problems.append(Problem(f"data.augment.crop is {augment['crop']} pixels, but the images are only "
                                 f"{shape[2]}x{shape[1]}: a random window could hold padding only", at("crop"),
                                 f"use a crop below {side}, such as {max(1, side // 8)}"))  # fmt: skip
-    if augment.get("noise") and not src.dtype.startswith("float"):
+    if augment.get("noise") and not is_float(src.dtype):
         problems.append(Problem(f"data.augment.noise adds fractions, but the input's dtype is {src.dtype}",
                                 at("noise"), "remove it: integer inputs (tokens, codes) take no noise"))  # fmt: skip
     if problems:
@@ -921,7 +921,7 @@ def _check_columns(src: _Source, columns: Columns) -> None:
     n = len(columns.features)
     what = f"data.features gives {n} columns ({', '.join(columns.features)}), shape [{n}] per example" if not \
         columns.categorical else f"the columns give {columns.explain()}"  # fmt: skip
-    if columns.is_index != src.dtype.startswith(("int", "uint")):
+    if columns.is_index == is_float(src.dtype):
         hint = "use dtype int32 (the codes feed an embedding)" if columns.is_index else "use dtype float32"
         why = "index columns give whole-number codes for an embedding" if columns.is_index else \
             f"source csv gives numbers with fractions{' and one-hot values' * bool(columns.categorical)}"  # fmt: skip
@@ -1156,10 +1156,10 @@ def _load_npz(src: _Source) -> Dataset:
     names, arrays = _npz_arrays(src, file, src.data["path"], loc, wanted)
     x = _npz_get(src, names, arrays, "x", file, loc)
     _check_shape(src, x.shape[1:], f"'x' in {file.name} holds examples of shape {list(x.shape[1:])}")
-    if src.dtype.startswith(("int", "uint", "bool")) and not np.array_equal(x.astype(src.dtype), x):
+    if not is_float(src.dtype) and not np.array_equal(x.astype(src.dtype), x):
         raise SpecError.at(src.input_loc("dtype") or loc, f"'x' in {file.name} holds values that {src.dtype} cannot "
                            "hold exactly", "use dtype float32")  # fmt: skip
-    x = x.astype(np.float32) if src.dtype.startswith("float") else x
+    x = x.astype(np.float32) if is_float(src.dtype) else x
     what = f"the {len(x)} examples of {file.name} with valid_split {src.data['valid_split']}"
     if src.data["target"] == "input":
         return _split(src, x, x.astype(np.float32), _Target("regress", f"'x' in {file.name}"), loc, what)

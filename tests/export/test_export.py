@@ -99,3 +99,26 @@ def test_a_model_that_only_moves_values_exports_to_c(tmp_path: Path, cc: str) ->
         subprocess.run([cc, "-O1", "-DSPECGRAD_MAIN", str(c_file), "-o", str(binary), "-lm"], check=True)
         out = subprocess.run([str(binary)], input="0 1 2 3 4 5\n", capture_output=True, text=True, check=True).stdout
         np.testing.assert_array_equal(np.array(out.split(), np.float32), m(Tensor(x)).numpy().reshape(-1), name)
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "bool", "int64"])
+def test_whole_number_inputs_export_to_c(dtype: str, tmp_path: Path, cc: str) -> None:
+    """Every input dtype the spec allows exports: the runner reads whole numbers in the dtype's range (bool: 0 and 1)
+    and refuses others."""
+    from specgrad import Tensor
+    from specgrad.export.c import export_c
+    from specgrad.modelspec.builder import build_model
+    from specgrad.modelspec.validate import validate_file
+
+    text = f"specgrad: 1\nname: w\ninput: {{shape: [3], dtype: {dtype}}}\nmodel: [linear: 2]\n"
+    (tmp_path / "s.yaml").write_text(text)
+    spec = validate_file(tmp_path / "s.yaml")
+    model = build_model(spec)
+    export_c(spec, model, tmp_path / "w.c")
+    binary = tmp_path / "w"
+    subprocess.run([cc, "-O1", "-DSPECGRAD_MAIN", str(tmp_path / "w.c"), "-o", str(binary), "-lm"], check=True)
+    x = np.array([[1, 0, 1]], dtype=dtype)
+    out = subprocess.run([str(binary)], input="1 0 1\n", capture_output=True, text=True, check=True).stdout
+    np.testing.assert_allclose(np.array(out.split(), np.float32), model(Tensor(x)).numpy().reshape(-1), rtol=1e-5)
+    bad = subprocess.run([str(binary)], input="1 0 2.5\n", capture_output=True, text=True)
+    assert bad.returncode == 1 and "is not a whole number" in bad.stderr
