@@ -42,6 +42,7 @@ def is_float(dtype: str) -> bool:
     ids and index codes, which are never standardized."""
     return dtype in ("float32", "float16")
 
+
 INPUT = Section("input", "the shape of one example", {
     "shape": Field("list", "axis lengths of one example, without the batch axis", REQUIRED,
                    item=Field("int", "an axis length", REQUIRED, min=1, max=1 << 20)),
