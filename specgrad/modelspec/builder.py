@@ -12,7 +12,7 @@ from specgrad import Tensor
 from specgrad.modelspec.layers import LAYERS, Layer
 from specgrad.modelspec.ops import OPS
 from specgrad.modelspec.validate import ValidSpec
-from specgrad.modelspec.weights import init_tensors, tie_target, weight_names
+from specgrad.modelspec.weights import given_init, init_tensors, tie_target, weight_names
 from specgrad.nn.state import get_state_dict, load_state_dict
 
 
@@ -66,7 +66,7 @@ def build_model(spec: ValidSpec, seed: int | None = None, init: bool = False) ->
                 state[key].requires_grad = False
             if s.args.get("lr_scale", 1.0) != 1.0:
                 model.lr_scales[id(state[key])] = s.args["lr_scale"]
-    if init and spec.node("init") is not None:
+    if init and given_init(spec.node("init")) is not None:
         _load_init(spec, model)
     return model
 

@@ -75,7 +75,9 @@ def test_a_tied_model_exports_to_onnx(tmp_path: Path) -> None:
     ("tie: emb", None),
     ("tie: embb", r"ties its weight to 'embb', which is not a layer of the model\n  hint: did you mean 'emb'\?"),
     ("tie: norm", r"\[128, 16\] to the weight of 'norm' \(layernorm\), which is \[16\]: a tied weight needs the same"),
-    ("tie: head", r"ties its weight to 'head', which comes after it"),
+    ("tie: head", r"node 'head' ties its weight to itself"),
+    ("tie: emb.weight", r"ties its weight to 'emb.weight', which is not a layer of the model\n  hint: tie names a "
+     r"layer, not one of its weights: tie: emb"),
 ])  # fmt: skip
 def test_tie_errors_are_located(tmp_path: Path, change: str, message: str | None) -> None:
     path = _write(tmp_path, TIED.replace("tie: emb", change))
@@ -262,3 +264,144 @@ def test_the_cost_report_counts_trainable_parameters(tmp_path: Path) -> None:
         validate_file(_write(tmp_path, big.replace("TRAIN", "false"), "frozen_big.yaml"))
         with pytest.raises(SpecError, match="over the 1 GiB budget"):
             validate_file(_write(tmp_path, big.replace("TRAIN", "true"), "trained_big.yaml"))
+
+
+BLOCK_TIE = """\
+specgrad: 1
+name: block-tie
+input: {shape: [4]}
+blocks:
+  pair:
+    graph:
+      - {name: up, layer: linear, out: 4, from: in}
+      - {name: mid, layer: linear, out: 4, tie: TIE, from: up}
+      - {name: out, layer: relu, from: mid}
+model:
+  graph:
+    - {name: first, layer: linear, out: 2, from: input}
+    - {name: body, block: pair, repeat: 50, from: first}
+  outputs: [body]
+"""
+
+
+@pytest.mark.parametrize("tie, message", [
+    ("mid", "node 'body.0.mid' ties its weight to itself"),
+    ("first", r"node 'body.0.mid' ties its weight \[4, 4\] to the weight of 'first' \(linear\), which is \[2, 4\]"),
+])  # fmt: skip
+def test_a_tie_in_a_repeated_block_is_reported_once(tmp_path: Path, tie: str, message: str) -> None:
+    """One mistake written once in a block is one error at its line, not one per copy (50 here)."""
+    with pytest.raises(SpecError, match=message) as e:
+        validate_file(_write(tmp_path, BLOCK_TIE.replace("TIE", tie)))
+    assert [p.loc.line for p in e.value.problems] == [8]
+
+
+def test_a_tie_across_block_copies_shares_one_weight(tmp_path: Path) -> None:
+    spec = validate_file(_write(tmp_path, BLOCK_TIE.replace("TIE", "body.0.up").replace("out: 2", "out: 4")))
+    model = build_model(spec)
+    layers = dict(model.steps)
+    assert all(layers[f"body.{i}.mid"].weight is layers["body.0.up"].weight for i in range(50))  # type: ignore
+    assert spec.params == 4 * 4 + 4 + 50 * (4 * 4 + 4) + 50 * 4
+
+
+def _raw_safetensors(path: Path, tensors: dict[str, tuple[str, tuple[int, ...], bytes]]) -> None:
+    """A safetensors file as another tool writes it (no checksums), any dtype."""
+    import json
+    import struct
+
+    header, offset = {}, 0
+    for name, (dtype, shape, data) in tensors.items():
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + b"".join(d for _, _, d in tensors.values()))
+
+
+@pytest.mark.parametrize("mapping, message, line, col", [
+    ("{0.weight: 3}", r"init.map: the value of 0.weight must name a tensor of start.safetensors, got '3'", 12, 19),
+    ("{0.weight: [w]}", r"the value of 0.weight must name a tensor of start.safetensors, got a list", 12, 19),
+    ("{0.weight: null}", r"the value of 0.weight must name a tensor of start.safetensors, got 'null'", 12, 19),
+    ("{0.weight: {a: w}}", r"the value of 0.weight must name a tensor of start.safetensors, got a mapping", 12, 19),
+])  # fmt: skip
+def test_init_map_values_must_be_tensor_names(tmp_path: Path, mapping: str, message: str, line: int, col: int) -> None:
+    """A map value that is not text was quoted as Python's repr of the loader's node ('[YNode(value=...')."""
+    _start(tmp_path, w=(32, 64))
+    path = _write(tmp_path, INIT.replace("MAP", mapping))
+    for files in (True, False):  # NOTE: run and export check the map too, without the file
+        with pytest.raises(SpecError, match=message) as e:
+            validate_file(path, data_files=files)
+        assert "YNode" not in str(e.value)
+        assert (e.value.problems[0].loc.line, e.value.problems[0].loc.col) == (line, col)
+
+
+@pytest.mark.parametrize("dtype, message", [
+    ("I32", r"'w' in start.safetensors holds int32 values, but the model's 0.weight is a weight of floating-point "
+     r"numbers"),
+    ("BOOL", "holds bool values"),
+    ("F16", None),
+    ("F64", None),
+])  # fmt: skip
+def test_init_tensors_hold_floats(tmp_path: Path, dtype: str, message: str | None) -> None:
+    """An integer or bool tensor of the right shape was cast into the weight without a word."""
+    numpy_type = {"I32": np.int32, "BOOL": np.bool_, "F16": np.float16, "F64": np.float64}[dtype]
+    data = np.ones((32, 64), numpy_type).tobytes()
+    _raw_safetensors(tmp_path / "start.safetensors", {"w": (dtype, (32, 64), data)})
+    path = _write(tmp_path, INIT.replace("MAP", "{0.weight: w}"))
+    if message is None:
+        loaded = _weights(Trainer.create(validate_file(path)))
+        np.testing.assert_array_equal(loaded["steps.0.1.weight"], np.ones((32, 64), np.float32))
+        return
+    with pytest.raises(SpecError, match=message) as e:
+        validate_file(path)
+    assert (e.value.problems[0].loc.line, e.value.problems[0].loc.col) == (12, 19)
+
+
+@pytest.mark.parametrize("value", [np.nan, np.inf, 1e300])
+def test_init_tensors_hold_finite_numbers(tmp_path: Path, value: float) -> None:
+    """A NaN weight trained until the loss became NaN, then blamed the learning rate (exit 4); a float64 too large
+    for float32 became infinity the same way."""
+    weight = np.zeros((32, 64))
+    weight[3, 5] = value
+    _raw_safetensors(tmp_path / "start.safetensors", {"w": ("F64", (32, 64), weight.tobytes())})
+    spec = validate_file(_write(tmp_path, INIT.replace("MAP", "{0.weight: w}")))
+    with pytest.raises(SpecError, match=r"init: 'w' in start.safetensors holds NaN or infinity as float32 \(1 of its "
+                       r"2,048 values\), so 0.weight cannot start from it") as e:  # fmt: skip
+        Trainer.create(spec)
+    assert (e.value.problems[0].loc.line, e.value.problems[0].loc.col) == (12, 19)
+
+
+def test_init_of_a_tied_weight_is_refused(tmp_path: Path) -> None:
+    """A map naming both weights of one tensor (emb.weight and the tied head.weight) loaded one and dropped the other
+    without a word; naming the tied one alone loaded it through the other layer's name."""
+    _start(tmp_path, a=(128, 16), b=(128, 16))
+    for mapping, col in (("{head.weight: a}", 39), ("{emb.weight: a, head.weight: b}", 54)):
+        path = _write(tmp_path, TIED + f"init: {{from: start.safetensors, map: {mapping}}}\n")
+        with pytest.raises(SpecError, match=r"init: head.weight is the weight of 'emb' \(tie: emb\), so it starts as "
+                           r"emb.weight does\n  hint: load emb.weight instead") as e:  # fmt: skip
+            validate_file(path)
+        assert (e.value.problems[0].loc.line, e.value.problems[0].loc.col) == (13, col)
+
+
+def test_init_reads_at_most_max_file_mb(tmp_path: Path) -> None:
+    """validate said valid; train then refused the file (the bound was checked only when the tensors were read)."""
+    from specgrad.flags import Context
+
+    _start(tmp_path, w=(32, 64), pad=(1024, 300))
+    with Context(MAX_FILE_MB=1):
+        validate_file(_write(tmp_path, INIT.replace("MAP", "{0.weight: w}")))  # NOTE: tensors not read do not count
+    wide = _write(tmp_path, INIT.replace("MAP", "{0.weight: w}").replace("out: 32", "out: 4200"), "wide.yaml")
+    _start(tmp_path, w=(4200, 64))
+    with Context(MAX_FILE_MB=1), pytest.raises(SpecError, match=r"init: the tensors it loads from start.safetensors "
+                                               r"are 1.0 MiB, over the limit of 1 MiB") as e:  # fmt: skip
+        validate_file(wide)
+    assert e.value.problems[0].loc.line == 11
+
+
+def test_init_null_starts_from_the_seed(tmp_path: Path) -> None:
+    """`init: null` (how --set init=null removes an inherited init:) was an internal error (exit 70)."""
+    spec = validate_file(_write(tmp_path, FROZEN.replace("LR", "1") + "init: null\n"))
+    fresh = validate_file(_write(tmp_path, FROZEN.replace("LR", "1"), "fresh.yaml"))
+    a, b = _weights(Trainer.create(spec)), _weights(Trainer.create(fresh))
+    assert all(np.array_equal(a[k], b[k]) for k in a)
+    _start(tmp_path, **{"0.weight": (32, 64)})
+    no_map = validate_file(_write(tmp_path, INIT.replace("MAP", "null"), "no_map.yaml"))
+    assert not np.array_equal(_weights(Trainer.create(no_map))["steps.0.1.weight"], b["steps.0.1.weight"])
