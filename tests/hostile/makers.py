@@ -179,11 +179,13 @@ def safetensors_bytes(header: dict | bytes, data: bytes = b"") -> bytes:
     return struct.pack("<Q", len(raw)) + raw + data
 
 
-def huge_safetensors(nbytes: int = 10 << 30, name: str = "steps.0.1.weight") -> Made:
-    """A sparse safetensors file whose one tensor takes `nbytes` (its header honest, its data holes)."""
+def huge_safetensors(nbytes: int = 10 << 30, name: str = "steps.0.1.weight", shape: list[int] | None = None) -> Made:
+    """A sparse safetensors file whose one tensor takes `nbytes` (its header honest, its data holes); `shape` is
+    its shape when it is not flat."""
 
     def make(path: Path, assets: Assets) -> None:
-        header = json.dumps({name: {"dtype": "F32", "shape": [nbytes // 4], "data_offsets": [0, nbytes]}}).encode()
+        dims = shape or [nbytes // 4]
+        header = json.dumps({name: {"dtype": "F32", "shape": dims, "data_offsets": [0, nbytes]}}).encode()
         with open(path, "wb") as f:
             f.write(struct.pack("<Q", len(header)) + header)
             f.truncate(8 + len(header) + nbytes)

@@ -41,6 +41,14 @@ MY_CACHE = {"CACHEDIR": "<project>/kc"}
 CACHE_REFUSED = "not using the kernel cache"
 FULL = "the disk is full"
 GB20 = 20 << 30
+INIT = TINY + "init: {from: %s, map: {0.weight: w}}\n"  # NOTE: 0.weight is [8, 2]
+INIT_TRAIN = ("train", "i.yaml", "--out", "out", "--device", "CPU")
+
+
+def _init_file(dtype: str, shape: list[int], data: bytes) -> bytes:
+    return mk.safetensors_bytes({"w": {"dtype": dtype, "shape": shape, "data_offsets": [0, len(data)]}}, data)
+
+
 PICS = (
     "specgrad: 1\nname: pics\ninput: {shape: [1, 2, 2]}\nmodel: [flatten, {linear: 2}]\n"
     "data: {source: images, path: photos, batch_size: 1, valid_split: 0}\n"
@@ -514,6 +522,34 @@ CASES = [
          "photos/b/\x1b[2Jx.png": b"junk"}, ("validate", "pics.yaml"), 1, "\\x1b", tty=True),
     Case("csv-text-column-secret", "echo", {"d.csv": "x,y\n" + "".join(f"{'q' * 100}{SECRET},{i}\n" for i in
          range(4))}, ("validate", "table.yaml"), 1, "holds text"),
+    # NOTE: init: {from: ...} reads a weights file under the same policy as the files a spec names
+    Case("init-fifo", "fifo", {"i.yaml": INIT % "f.safetensors", "f.safetensors": Fifo()}, ("validate", "i.yaml"), 1,
+         "i.yaml:11:14: error: init.from: cannot read f.safetensors: it is a FIFO"),
+    Case("init-link-outside", "read-outside", {"i.yaml": INIT % "s.safetensors", "s.safetensors": Link(
+         "<outside>/secret.txt")}, ("validate", "i.yaml"), 1, "leaves the folders"),
+    Case("init-dev-zero-allowed", "dev-zero", {"i.yaml": INIT % "z.safetensors", "z.safetensors": Link("/dev/zero")},
+         ("validate", "i.yaml", "--allow-outside"), 1, "character device"),
+    Case("init-folder", "more", {"i.yaml": INIT % "d.safetensors", "d.safetensors": Folder()}, INIT_TRAIN, 1,
+         "it is a folder"),
+    Case("init-huge-over-max-file-mb", "huge-safetensors", {"i.yaml": INIT.replace("linear: 8", "linear: 1048576") %
+         "h.safetensors", "h.safetensors": mk.huge_safetensors(8 << 20, "w", [1048576, 2])},
+         ("validate", "i.yaml", "--max-file-mb", "4"), 1, "over the limit of 4 MiB for a weights file"),
+    Case("init-truncated", "more", {"i.yaml": INIT % "t.safetensors", "t.safetensors": _init_file("F32", [8, 2],
+         bytes(64))[:-24]}, ("validate", "i.yaml"), 1, "is the file truncated?"),
+    Case("init-int-tensor", "more", {"i.yaml": INIT % "n.safetensors", "n.safetensors": _init_file("I32", [8, 2],
+         bytes(64))}, ("validate", "i.yaml"), 1, "holds int32 values, but the model's 0.weight is a weight of "
+         "floating-point numbers"),
+    Case("init-nan-tensor", "more", {"i.yaml": INIT % "n.safetensors", "n.safetensors": _init_file("F32", [8, 2],
+         b"\x00\x00\xc0\x7f" * 16)}, INIT_TRAIN, 1, "i.yaml:11:45: error: init: 'w' in n.safetensors holds NaN"),
+    Case("init-map-value-a-list", "more", {"i.yaml": (INIT % "n.safetensors").replace("0.weight: w", "0.weight: [w]")},
+         ("validate", "i.yaml"), 1, "the value of 0.weight must name a tensor of n.safetensors, got a list"),
+    Case("init-set-null", "more", {"i.yaml": INIT % "gone.safetensors"}, ("validate", "i.yaml", "--set", "init=null"),
+         0, "i.yaml: valid"),
+    Case("lstm-10000-steps", "more", {"l.yaml": "specgrad: 1\nname: l\ninput: {shape: [10000, 8]}\nmodel: [{lstm: "
+         "1024}, {linear: 2}]\n"}, ("validate", "l.yaml"), 1, "l.yaml:4:9: error: layer 0 (lstm) cannot take shape "
+         "[10000, 8] from the input (line 3): it needs at most 2,048 steps"),
+    Case("upsample-memory", "more", {"u.yaml": "specgrad: 1\nname: u\ninput: {shape: [3, 1000, 1000]}\nmodel: "
+         "[{upsample: 64}]\n"}, ("validate", "u.yaml"), 1, "over the 4 GiB budget"),
     Case("resume-metrics-garbage", "more", {"run": Asset("run"), "run/metrics.jsonl": mk.rewrite(
         "\0\0garbage\n{\"split\": 5}\n[1,2]\n")}, RESUME, 0, "has finished", writes=("run",)),
 ]

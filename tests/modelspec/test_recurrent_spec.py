@@ -70,6 +70,20 @@ def test_wrong_inputs_and_arguments_are_spec_errors(tmp_path: Path) -> None:
         one_layer(tmp_path, {"gru": {"layers": 2}}, [6, 2])
 
 
+@pytest.mark.parametrize("kind, shape, layers, unrolled", [("lstm", [10000, 8], 1, "10,000 x 1 is 10,000"),
+                                                          ("gru", [1025, 1], 2, "1,025 x 2 is 2,050")])  # fmt: skip
+def test_sequences_too_long_to_train_are_refused(tmp_path: Path, kind: str, shape: list, layers: int,
+                                                 unrolled: str) -> None:  # fmt: skip
+    """A 10,000-step lstm validated (its cost looked small), then took many minutes and gigabytes to capture one
+    training step: the cells run one step at a time (1,000 x 2 took 70 s and 0.8 GB)."""
+    with pytest.raises(SpecError, match=rf"layer 0 \({kind}\) cannot take shape \[{shape[0]}, {shape[1]}\] from the "
+                       rf"input \(line 4\): it needs at most 2,048 steps in all \(sequence x layers\).*: {unrolled}: "
+                       r"use a shorter sequence or fewer layers") as e:  # fmt: skip
+        one_layer(tmp_path, {kind: {"hidden": 4, "layers": layers}}, shape)
+    assert e.value.problems[0].loc.line == 8
+    assert one_layer(tmp_path, {kind: {"hidden": 4, "layers": 2}}, [1024, 1]).steps[0].out_shape == (1024, 4)
+
+
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 def test_two_layers_export_to_onnx(kind: str, tmp_path: Path) -> None:
     """Two stacked layers with biases, every step's output: one ONNX node per layer, onnxruntime computes what

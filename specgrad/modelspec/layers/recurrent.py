@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specgrad import Tensor, nn
-from specgrad.modelspec.layers.base import Example, LayerDef, Shape, needs, size_field
+from specgrad.modelspec.layers.base import Example, LayerDef, Shape, ShapeMismatch, needs, size_field
 from specgrad.modelspec.schema import Entry, Field, Section
 
 if TYPE_CHECKING:
@@ -37,8 +37,15 @@ class GRU(_Output, nn.GRU):
     pass
 
 
+MAX_STEPS = 2048  # NOTE: sequence x layers; 1000 x 2 takes a minute and 0.8 GB to capture one training step
+
+
 def _infer(shape: Shape, a: dict) -> Shape:
     needs(shape, 2, "a (sequence, features) input")
+    if shape[0] * a["layers"] > MAX_STEPS:
+        raise ShapeMismatch(f"needs at most {MAX_STEPS:,} steps in all (sequence x layers) to train in bounded time "
+                            f"and memory, as its cells run one step at a time: {shape[0]:,} x {a['layers']:,} is "
+                            f"{shape[0] * a['layers']:,}: use a shorter sequence or fewer layers")  # fmt: skip
     return (shape[0], a["hidden"]) if a["return"] == "sequence" else (a["hidden"],)
 
 
@@ -110,7 +117,8 @@ NOTES = (
     "k, initialised U(-1/sqrt(hidden), 1/sqrt(hidden)); one direction only. FLOPs per example count, per step and "
     "layer, the gate matmuls, 2 x (in + hidden) x gates x hidden (biases not counted, as in linear), plus one per "
     "elementwise op of the cell and hidden unit, a sigmoid or tanh counting 1. The steps run one after another, so "
-    "the graph (and a training step's kernels) grows with the sequence length: a few hundred steps is practical. "
+    "the graph (and a training step's kernels) grows with the sequence length: a few hundred steps is practical, "
+    "and validation refuses more than 2,048 in all (sequence x layers). "
     "The ONNX export uses one ONNX {op} node per layer."
 )
 
