@@ -208,12 +208,17 @@ class ValidSpec:
 
 
 def validate_file(
-    path: str | Path, overrides: Sequence[str] = (), data_files: bool = True, batch: int | None = None
+    path: str | Path,
+    overrides: Sequence[str] = (),
+    data_files: bool = True,
+    batch: int | None = None,
+    init_file: bool | None = None,
 ) -> ValidSpec:
     """Every problem of the first stage that has any, as one SpecError; otherwise the validated spec. With data_files
-    False a missing data file is no problem (running or exporting trained weights does not read it). `batch` replaces
-    the spec's data.batch_size for the cost figures and the memory check (validate --batch; a spec without a data
-    section has no batch of its own)."""
+    False a missing data file is no problem (running or exporting trained weights does not read it); init_file (by
+    default as data_files) says whether the init: file is read and checked (a resumed run loads its checkpoint
+    instead). `batch` replaces the spec's data.batch_size for the cost figures and the memory check (validate --batch;
+    a spec without a data section has no batch of its own)."""
     root = resolve(path, overrides)
     if root.kind != "map":
         raise SpecError([Problem(f"a spec is a mapping of keys like specgrad:, name:, model:, got {describe(root)}",
@@ -232,7 +237,8 @@ def validate_file(
     _raise(problems)
     variables = root.get("vars").value if root.get("vars") is not None and root.get("vars").kind == "map" else {}
     steps, shapes = infer(nodes, {k: (s, loc) for k, (s, _, loc) in inputs.items()}, blocks, variables)
-    steps, problems = check_weights(tuple(steps), root.get("init"), str(path), data_files)
+    steps, problems = check_weights(tuple(steps), root.get("init"), str(path),
+                                    data_files if init_file is None else init_file)  # fmt: skip
     _raise(problems)
     outputs = outputs or (steps[-1].name,)
     values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)

@@ -33,7 +33,7 @@ from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.files import SIZE_HINT
 from specgrad.modelspec.schema import Section
 from specgrad.modelspec.validate import MAX_NAME, TOP, ValidSpec, validate_file
-from specgrad.modelspec.weights import init_file
+from specgrad.modelspec.weights import given_init, init_file
 from specgrad.nn.state import ChecksumMismatch, FileTooLarge, SafetensorsError, safe_load_metadata
 from specgrad.train.data import data_file
 
@@ -182,7 +182,7 @@ def write_resolved_spec(spec: ValidSpec, folder: Path) -> None:
     data = values.get("data")
     if isinstance(data, dict):
         values["data"] = {**data, **{k: _relative(data_file(spec), folder) for k in PATH_KEYS if data.get(k)}}
-    if (init := spec.node("init")) is not None:
+    if (init := given_init(spec.node("init"))) is not None:
         values["init"] = {**values["init"], "from": _relative(Path(init_file(init, spec.path)), folder)}
     body = yaml.safe_dump(_as_written(values, TOP), sort_keys=False, allow_unicode=True)
     head = f"# the spec of this run as trained (spec_hash {spec_hash(spec.values)}); written by specgrad train\n"
@@ -195,13 +195,14 @@ def _relative(target: Path, folder: Path) -> str:
 
 
 def read_resolved_spec(folder: Path) -> ValidSpec:
+    """The spec of a run to resume: its init: file is not needed (the checkpoint holds the weights)."""
     if not folder.is_dir():
         raise SpecError.at(None, f"no such run folder: {folder}", "pass a folder `specgrad train` wrote, e.g. "
                            "runs/<name>-1")  # fmt: skip
     if not is_run_folder(folder):
         raise SpecError.at(None, f"{folder} is not a run folder: it has no {RESOLVED}",
                            "pass a folder that `specgrad train` wrote")  # fmt: skip
-    return validate_file(folder / RESOLVED)
+    return validate_file(folder / RESOLVED, init_file=False)
 
 
 def cleanup_partial_files(folder: Path) -> None:

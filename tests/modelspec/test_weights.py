@@ -227,8 +227,11 @@ def test_a_run_started_from_init_weights_is_self_contained_and_resumes(
     assert spec_hash(resolved.values) == safe_load_metadata(folder / "model.safetensors")["spec_hash"]
     trained = safe_load(folder / "model.safetensors")
     np.testing.assert_array_equal(trained["steps.0.1.weight"].numpy(), arrays["w"])  # NOTE: frozen, from the file
+    (tmp_path / "start.safetensors").rename(tmp_path / "moved.safetensors")  # NOTE: resuming does not need it
     resumed = runner.invoke(app, ["train", "--resume", str(folder)])
     assert resumed.exit_code == 0, resumed.output
+    seeded = runner.invoke(app, ["train", str(spec), "--steps", "1", "--set", "init=null", "--out", "o"])
+    assert seeded.exit_code == 0, seeded.output
 
 
 def test_spec_hash_leaves_out_defaults(tmp_path: Path) -> None:
