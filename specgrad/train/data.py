@@ -748,16 +748,22 @@ def _cell(text: str, line: int, col: int, name: str, file: Path, nonfinite_hint:
     return v, None
 
 
+def _ragged(line: int, cells: list[str], header: list[str], file: Path) -> Problem:
+    """A row with another number of cells than the header has columns, located where it goes wrong."""
+    return Problem(
+        f"row {line} has {len(cells)} cells, but the header has {len(header)} columns",
+        Location(str(file), line, min(len(cells), len(header)) + 1),
+        "check for a missing or extra comma; a value with a comma in it goes in quotes",
+    )
+
+
 def _csv_numbers(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], file: Path
                  ) -> tuple[np.ndarray, list[Problem]]:  # fmt: skip
     """(N, len(cols)) numbers of the given columns, and every ragged row and bad cell."""
     out, problems = np.zeros((len(rows), len(cols))), []
     for i, (line, cells) in enumerate(rows):
         if len(cells) != len(header):
-            problems.append(Problem(f"row {line} has {len(cells)} cells, but the header has {len(header)} columns",
-                                    Location(str(file), line, min(len(cells), len(header)) + 1),
-                                    "check for a missing or extra comma; a value with a comma in it goes in "
-                                    "quotes"))  # fmt: skip
+            problems.append(_ragged(line, cells, header, file))
             continue
         for j, c in enumerate(cols):
             out[i, j], problem = _cell(cells[c], line, c, header[c], file)
@@ -860,10 +866,7 @@ def encode_rows(rows: list[tuple[int, list[str]]], header: list[str], cols: list
     problems, slots = [], columns.slots()
     for i, (line, cells) in enumerate(rows):
         if len(cells) != len(header):
-            problems.append(Problem(f"row {line} has {len(cells)} cells, but the header has {len(header)} columns",
-                                    Location(str(file), line, min(len(cells), len(header)) + 1),
-                                    "check for a missing or extra comma; a value with a comma in it goes in "
-                                    "quotes"))  # fmt: skip
+            problems.append(_ragged(line, cells, header, file))
             continue
         for c, (at, enc, codes) in zip(cols, slots):
             if enc is None:

@@ -5,14 +5,14 @@ outputs and gradients vs torch.nn with copied weights, PyTorch default inits, Ba
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pytest
 from helpers import check_op
 
-from specgrad import Device, Tensor, TinyJit, nn
+from specgrad import Tensor, TinyJit, nn
 from specgrad.nn import get_parameters, get_state_dict
 from specgrad.nn.state import load_state_dict
 
@@ -20,15 +20,6 @@ try:
     import torch
 except ImportError:  # NOTE: torch is a test-only extra; torch comparisons skip without it
     torch = None
-
-
-@pytest.fixture
-def dev(device: str) -> Iterator[str]:
-    """`device`, also made the default so a layer's own tensors (created at construction) live there."""
-    before = Device.DEFAULT
-    Device.DEFAULT = device
-    yield device
-    Device.DEFAULT = before
 
 
 def with_params(layer: Any, **params: Tensor) -> Any:

@@ -5,13 +5,12 @@ torch), PyTorch's names, layouts and init, argument checks, and a schedule whose
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import pytest
 
-from specgrad import Device, Tensor, nn
+from specgrad import Tensor, nn
 from specgrad.nn import get_state_dict
 from specgrad.schedule import create_schedule
 
@@ -19,14 +18,6 @@ try:
     import torch
 except ImportError:  # NOTE: torch is a test-only extra; torch comparisons skip without it
     torch = None
-
-
-@pytest.fixture
-def dev(device: str) -> Iterator[str]:
-    before = Device.DEFAULT
-    Device.DEFAULT = device
-    yield device
-    Device.DEFAULT = before
 
 
 def randomize(layer: Any, seed: int = 0) -> None:
