@@ -356,3 +356,24 @@ def test_run_folder_files_follow_the_umask(tmp_path: Path) -> None:
     expected = 0o666 & ~helpers._UMASK
     for p in [folder / "spec.resolved.yaml", folder / "model.safetensors", *(folder / "checkpoints").iterdir()]:
         assert p.stat().st_mode & 0o777 == expected, p
+
+
+def test_resume_is_bit_identical_with_tied_frozen_and_scaled_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/examples/tied_lm.yaml: an output layer tied to the embedding, a frozen layernorm and an lr_scale. A crash
+    after the first checkpoint and a resume end with the weights of a run that was not interrupted."""
+    spec = str(Path(__file__).resolve().parents[2] / "docs" / "examples" / "tied_lm.yaml")
+    args = ("--steps", "50", "--set", "data.batch_size=8")  # NOTE: 30 steps an epoch, a checkpoint after each
+    code, output, straight = train(tmp_path / "straight", *args, spec=spec)
+    assert code == 0, output
+    with monkeypatch.context() as patch:
+        crash_after(patch, 37)
+        code, _, folder = train(tmp_path / "crashed", *args, spec=spec)
+    assert code != 0 and folder is not None and not (folder / "model.safetensors").exists()
+    code, output = resume(folder)
+    assert code == 0 and "no checkpoint yet" not in output, output
+    assert same_weights(straight / "model.safetensors", folder / "model.safetensors")
+    weights = safe_load(folder / "model.safetensors")
+    assert np.array_equal(weights["steps.0.1.weight"].numpy(), weights["steps.2.1.weight"].numpy())  # still tied
+    assert (weights["steps.1.1.weight"].numpy() == 1).all() and (weights["steps.1.1.bias"].numpy() == 0).all()  # frozen
