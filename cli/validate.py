@@ -11,7 +11,6 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from specgrad.helpers import prod
 from specgrad.modelspec.errors import Problem, SpecError, printable
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.train.data import Dataset, inspect_data
@@ -46,7 +45,7 @@ def summary_table(spec: ValidSpec) -> Table:
     for name, (shape, dtype) in spec.inputs.items():
         table.add_row("", name, f"input ({dtype})", str(list(shape)), "", "", "")
     for i, s in enumerate(spec.steps):
-        act = 4 * spec.batch_size * prod(s.out_shape)
+        act = 4 * spec.batch_size * s.saved
         node = "" if s.name.isdigit() else s.name
         table.add_row(str(i), node, s.what, str(list(s.out_shape)), f"{s.params:,}", _size(s.flops), _bytes(act))
     table.add_section()

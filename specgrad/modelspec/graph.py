@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any
 
+from specgrad.helpers import prod
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.layers import LAYERS, Shape, ShapeMismatch
 from specgrad.modelspec.loader import YNode
@@ -48,6 +49,7 @@ class Step:
     out_shape: Shape = ()
     params: int = 0
     flops: int = 0
+    saved: int = 0  # values one example keeps for the backward pass
 
 
 @dataclass(frozen=True)
@@ -384,17 +386,18 @@ def _run_step(node: _Node, in_shapes: list[Shape], from_words: list[str], prefix
             layer = LAYERS[node.what]
             out = layer.infer(in_shapes[0], node.args)
             params, flops = layer.params(in_shapes[0], node.args), layer.flops(in_shapes[0], out, node.args)
+            saved = layer.saved(in_shapes[0], out, node.args)
         else:
             op = OPS[node.what]
             out = op.infer(in_shapes, node.args)
-            params, flops = 0, op.flops(in_shapes, out, node.args)
+            params, flops, saved = 0, op.flops(in_shapes, out, node.args), prod(out)
     except ShapeMismatch as e:
         met = " and ".join(f"{list(s)} from {w}" for s, w in zip(in_shapes, from_words))
         what = f"layer {name} ({node.what})" if name.isdigit() else f"node '{name}' ({node.what})"
         noun = "shape" if len(in_shapes) == 1 else "shapes"
         raise SpecError([Problem(f"{what} cannot take {noun} {met}: it {e}", node.loc)]) from None
     srcs = tuple(src if src in inputs else prefix + src for src, _ in node.srcs)
-    return Step(name, node.kind, node.what, node.args, srcs, node.loc, tuple(in_shapes), out, params, flops)
+    return Step(name, node.kind, node.what, node.args, srcs, node.loc, tuple(in_shapes), out, params, flops, saved)
 
 
 def _expand_block(node: _Node, in_shapes: list[Shape], blocks: dict[str, YNode], variables: dict[str, YNode],

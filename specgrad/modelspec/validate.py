@@ -195,8 +195,9 @@ class ValidSpec:
 
     @property
     def activation_bytes(self) -> int:
-        """Activations kept for backward in one training batch (float32)."""
-        return 4 * self.batch_size * sum(prod(s.out_shape) for s in self.steps)
+        """Values kept for backward in one training batch (float32): each layer's output, and the inner values of
+        attention, mlp and recurrent layers."""
+        return 4 * self.batch_size * sum(s.saved for s in self.steps)
 
     @property
     def step_flops(self) -> int:

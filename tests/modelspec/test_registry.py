@@ -15,6 +15,7 @@ from specgrad import Tensor
 from specgrad.export.c import export_c
 from specgrad.export.onnx import export_onnx
 from specgrad.modelspec.builder import Model, build_model
+from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.layers import LAYERS, Example, LayerDef
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.nn.state import get_state_dict
@@ -111,3 +112,18 @@ def test_examples_export_to_c(name: str, tmp_path: Path, cc: str) -> None:
         out = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True).stdout
         printed = np.array([[float(v) for v in line.split()] for line in out.splitlines()], np.float32)
         np.testing.assert_allclose(printed, _forward(model, x).reshape(2, -1), rtol=1e-4, atol=1e-5)
+
+
+def test_the_memory_check_counts_what_backward_keeps(tmp_path: Path) -> None:
+    """Activations are the values a training step keeps for backward: at least every output, and the inner values of
+    attention (the scores of each head: T x T), mlp (its hidden layer) and recurrent layers (every step's gates)."""
+    for name, d in LAYERS.items():
+        for e in d.examples:
+            args = {**{k: None if f.required else f.default for k, f in d.entry.args.fields.items()}, **e.args}
+            assert d.saved(e.shape, e.out, args) >= int(np.prod(e.out)), name
+    text = "specgrad: 1\nname: long\ninput: {shape: [4096, 64]}\nmodel: [self_attention: {heads: 8}]\n"
+    (tmp_path / "long.yaml").write_text(text)
+    (step,) = validate_file(tmp_path / "long.yaml", batch=1).steps
+    assert step.saved == 3 * 4096 * 64 + 2 * 8 * 4096 * 4096 + 2 * 4096 * 64  # NOTE: the outputs alone are 262,144
+    with pytest.raises(SpecError, match="over the 4 GiB budget"):
+        validate_file(tmp_path / "long.yaml", batch=8)  # NOTE: 8 x 1 GiB of attention scores

@@ -60,8 +60,9 @@ class LayerDef:
     """One layer kind, all of it: `entry` (name, description, arguments with types, ranges and docs), `infer` (the
     output shape, or ShapeMismatch), `weights` (the shape of each trainable tensor, by its state-dict key within the
     layer), `flops` (per example; a multiply-add counts 2), `build` (an nn layer or function for a batch), `onnx` (its
-    ONNX nodes), `examples` (its test cases) and `notes` (longer docs, such as axis conventions). The C export needs
-    nothing per kind: it compiles the kernels the built layer runs."""
+    ONNX nodes), `saved` (values one example keeps for backward: the output, and the inner values of a kind that has
+    them), `examples` (its test cases) and `notes` (longer docs, such as axis conventions). The C export needs nothing
+    per kind: it compiles the kernels the built layer runs."""
 
     entry: Entry
     infer: Callable[[Shape, dict[str, Any]], Shape]
@@ -70,6 +71,8 @@ class LayerDef:
     examples: tuple[Example, ...]
     weights: Callable[[Shape, dict[str, Any]], dict[str, Shape]] = lambda shape, a: {}
     flops: Callable[[Shape, Shape, dict[str, Any]], int] = lambda i, o, a: prod(o)
+    # NOTE: values one example keeps for the backward pass (the memory check): the output, unless a kind says more
+    saved: Callable[[Shape, Shape, dict[str, Any]], int] = lambda i, o, a: prod(o)
     notes: str = field(default="")
 
     def __post_init__(self) -> None:

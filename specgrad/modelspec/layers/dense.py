@@ -79,6 +79,7 @@ MLP_LAYER = LayerDef(
     weights=lambda s, a: with_bias({"fc1.weight": (a["hidden"], s[-1]), "fc2.weight": (s[-1], a["hidden"])},
                                    a["bias"], ("fc1.bias", (a["hidden"],)), ("fc2.bias", (s[-1],))),
     flops=lambda i, o, a: 4 * prod(i) * a["hidden"],
+    saved=lambda i, o, a: 2 * prod(i[:-1]) * a["hidden"] + prod(o),  # NOTE: the hidden layer before and after its act
 )  # fmt: skip
 
 DEFS = [LINEAR, MLP_LAYER]

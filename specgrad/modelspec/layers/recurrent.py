@@ -132,6 +132,7 @@ LSTM_LAYER = LayerDef(
               Example({"hidden": 5, "bias": False}, (4, 2), (4, 5), 20 * 7)),
     weights=_weights(4),
     flops=_flops(4, 13),
+    saved=lambda i, o, a: i[0] * a["layers"] * 7 * a["hidden"],  # NOTE: per step: 4 gates, cell, tanh(cell), state
     notes=NOTES.replace("{op}", "LSTM") + " The gates are PyTorch's (input, forget, cell, output); the cell's 13 "
     "elementwise ops per unit: 4 gate sums, 3 sigmoids, 2 tanh, 3 products and 1 sum.",
 )  # fmt: skip
@@ -147,6 +148,7 @@ GRU_LAYER = LayerDef(
               Example({"hidden": 5, "bias": False}, (4, 2), (4, 5), 15 * 7)),
     weights=_weights(3),
     flops=_flops(3, 11),
+    saved=lambda i, o, a: i[0] * a["layers"] * 6 * a["hidden"],  # NOTE: per step: 3 gates, the new-gate parts, state
     notes=NOTES.replace("{op}", "GRU") + " The gates are PyTorch's (reset, update, new), the reset gate applied to "
     "(W_hn h + b_hn); the cell's 11 elementwise ops per unit: 2 gate sums, 2 sigmoids, the reset product and sum, "
     "1 tanh, then h = (1 - z) n + z h in 4.",

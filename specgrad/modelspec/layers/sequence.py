@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from specgrad import Tensor, nn
+from specgrad.helpers import prod
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.layers.base import (
     Example,
@@ -121,6 +122,8 @@ SELF_ATTENTION = LayerDef(
     weights=lambda s, a: with_bias({"in_proj_weight": (3 * s[1], s[1]), "out_proj.weight": (s[1], s[1])}, a["bias"],
                                    ("in_proj_bias", (3 * s[1],)), ("out_proj.bias", (s[1],))),
     flops=_attention_flops,
+    # NOTE: q, k and v, the scores and their softmax per head, the mixed values and the output
+    saved=lambda i, o, a: 3 * prod(i) + 2 * a["heads"] * i[0] * i[0] + 2 * prod(o),
 )  # fmt: skip
 
 DEFS = [EMBEDDING, POSITIONAL, SELF_ATTENTION]
