@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from collections.abc import Iterator
 
 import pytest
 
@@ -44,6 +45,15 @@ def cc() -> str:
     if found is None:
         pytest.skip("no C compiler")
     return found
+
+
+@pytest.fixture
+def dev(device: str) -> Iterator[str]:
+    """`device`, also made the default so a layer's own tensors (created at construction) live there."""
+    before = Device.DEFAULT
+    Device.DEFAULT = device
+    yield device
+    Device.DEFAULT = before
 
 
 @pytest.fixture
