@@ -112,3 +112,27 @@ def test_small_unet_learns_to_denoise_the_digits(tmp_path: Path) -> None:
 def test_lstm_lm_learns_the_sonnets(tmp_path: Path) -> None:
     records = _fit(ZOO / "lstm_lm.yaml", tmp_path)
     assert min(r["loss"] for r in records if r["split"] == "valid") < 2.8  # NOTE: ln(128) = 4.85 at the start
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["lenet5.yaml", "unet_small.yaml", "lstm_lm.yaml"])
+def test_small_zoo_models_export_to_c(name: str, tmp_path: Path, cc: str) -> None:
+    """The small models as self-contained C programs print what the model computes. (The large ones export to ONNX:
+    their 3M to 138M weights as C arrays make a source file of hundreds of megabytes.)"""
+    import subprocess
+
+    from specgrad.export.c import export_c
+
+    spec = validate_file(ZOO / name)
+    model = build_model(spec)
+    export_c(spec, model, tmp_path / "m.c")
+    subprocess.run([cc, "-O1", "-DSPECGRAD_MAIN", str(tmp_path / "m.c"), "-o", str(tmp_path / "m"), "-lm"], check=True)
+    ((shape, dtype),) = spec.inputs.values()
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 128, (2, *shape)).astype(dtype) if dtype == "int32" else rng.random((2, *shape), np.float32)
+    text = "\n".join(" ".join(repr(v) for v in example.reshape(-1).tolist()) for example in x)
+    out = subprocess.run([str(tmp_path / "m")], input=text, capture_output=True, text=True, check=True).stdout
+    printed = np.array([[float(v) for v in line.split()] for line in out.splitlines()], np.float32)
+    with Tensor.train(False):
+        want = model(Tensor(x)).numpy().reshape(2, -1)  # type: ignore[union-attr]
+    np.testing.assert_allclose(printed, want, rtol=1e-4, atol=1e-4)
