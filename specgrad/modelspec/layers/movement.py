@@ -54,9 +54,7 @@ RESHAPE = LayerDef(
 
 def _nearest(x: Tensor, s: int) -> Tensor:
     n, c, h, w = x.shape
-    # NOTE: contiguous: the C export takes a model whose output shares its input's buffer for one that only
-    # reshapes, and copies the input through; an expanded view needs a kernel that writes it out
-    return x.reshape(n, c, h, 1, w, 1).expand(n, c, h, s, w, s).reshape(n, c, h * s, w * s).contiguous()
+    return x.reshape(n, c, h, 1, w, 1).expand(n, c, h, s, w, s).reshape(n, c, h * s, w * s)
 
 
 def _tent(n: int, s: int) -> np.ndarray:

@@ -25,8 +25,7 @@ class _Output:
 
     def __call__(self, x: Tensor) -> Tensor:
         y = super().__call__(x)[0]  # type: ignore[misc]
-        # NOTE: the last step in a buffer of its own: the C export hands out the whole buffer of a model's output
-        return y[:, -1].contiguous() if self.last else y
+        return y[:, -1] if self.last else y
 
 
 class LSTM(_Output, nn.LSTM):
