@@ -84,8 +84,11 @@ def data_json(data: Dataset | None) -> dict | None:
 
 
 def data_line(data: Dataset) -> str:
-    """What the data is, in one line: examples per split and what the model learns from them."""
+    """What the data is, in one line: examples per split, the input columns when some are categorical, and what the
+    model learns from them."""
     head = f"data: {len(data.x_train):,} training and {len(data.x_valid):,} validation examples; "
+    if data.columns is not None and data.columns.categorical:
+        head += f"inputs: {data.columns.explain()}; "
     if data.task == "classify":
         names = data.class_names or []
         shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")

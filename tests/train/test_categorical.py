@@ -321,3 +321,9 @@ def test_the_onnx_export_carries_the_vocabulary(trained: Path, tmp_path: Path) -
     assert result.exit_code == 0, result.output
     props = {p.key: p.value for p in onnx.load(str(tmp_path / "m.onnx")).metadata_props}
     assert json.loads(props["columns"]) == json.loads(safe_load_metadata(trained / "model.safetensors")["columns"])
+
+
+def test_validate_says_how_the_columns_make_the_input(tmp_path: Path) -> None:
+    table(tmp_path)
+    out = runner.invoke(app, ["validate", str(spec(tmp_path, ONE_HOT))]).output
+    assert "inputs: 1 numeric column (size) + color (3 values) + city (4 values) = 8 values per example" in out, out
