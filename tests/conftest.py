@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -54,6 +55,19 @@ def dev(device: str) -> Iterator[str]:
     Device.DEFAULT = device
     yield device
     Device.DEFAULT = before
+
+
+@pytest.fixture(scope="session")
+def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """specs/digits_mlp.yaml's weights and metadata as `specgrad train` writes them, without the training."""
+    from specgrad.modelspec.validate import validate_file
+    from specgrad.nn.state import get_state_dict, safe_save
+    from specgrad.train.trainer import Trainer
+
+    trainer = Trainer.create(validate_file(Path(__file__).resolve().parents[1] / "specs" / "digits_mlp.yaml"))
+    path = tmp_path_factory.mktemp("weights") / "mlp.safetensors"
+    safe_save(get_state_dict(trainer.model), path, metadata=trainer.metadata())
+    return path
 
 
 @pytest.fixture

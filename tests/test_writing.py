@@ -23,10 +23,8 @@ from typer.testing import CliRunner
 
 from specgrad.helpers import BadOutputPath, WriteError, append_file, atomic_write
 from specgrad.modelspec.errors import SpecError
-from specgrad.modelspec.validate import validate_file
-from specgrad.nn.state import get_state_dict, safe_load_metadata, safe_save
+from specgrad.nn.state import safe_load_metadata
 from specgrad.train.run_folder import MetricsLog, new_run_folder
-from specgrad.train.trainer import Trainer
 
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 MLP = str(SPECS / "digits_mlp.yaml")
@@ -275,15 +273,6 @@ def test_a_run_folder_is_made_inside_out(tmp_path: Path) -> None:
 
 
 # *** the command line ***
-
-
-@pytest.fixture(scope="module")
-def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """digits_mlp weights and metadata as `specgrad train` writes them, without the training."""
-    trainer = Trainer.create(validate_file(Path(MLP)))
-    path = tmp_path_factory.mktemp("weights") / "mlp.safetensors"
-    safe_save(get_state_dict(trainer.model), path, metadata=trainer.metadata())
-    return path
 
 
 @pytest.fixture(scope="module")

@@ -23,22 +23,10 @@ from specgrad import Tensor
 from specgrad.flags import MAX_FILE_MB, SPEC_ALLOW_OUTSIDE, SPEC_ROOT
 from specgrad.helpers import WriteError
 from specgrad.modelspec.errors import SpecError
-from specgrad.modelspec.validate import validate_file
-from specgrad.nn.state import get_state_dict, safe_save
-from specgrad.train.trainer import Trainer
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 MLP = str(SPECS / "digits_mlp.yaml")
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def weights(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """digits_mlp weights and metadata as `specgrad train` writes them, without the training."""
-    trainer = Trainer.create(validate_file(Path(MLP)))
-    path = tmp_path_factory.mktemp("weights") / "mlp.safetensors"
-    safe_save(get_state_dict(trainer.model), path, metadata=trainer.metadata())
-    return path
 
 
 @pytest.fixture()
