@@ -15,6 +15,7 @@ from typing import Any
 from specgrad.helpers import prod
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.layers import LAYERS, Shape, ShapeMismatch
+from specgrad.modelspec.layers.base import words
 from specgrad.modelspec.loader import YNode
 from specgrad.modelspec.ops import OPS
 from specgrad.modelspec.resolve import substitute_in
@@ -393,7 +394,7 @@ def _run_step(node: _Node, in_shapes: list[Shape], from_words: list[str], prefix
             params, flops, saved = 0, op.flops(in_shapes, out, node.args), prod(out)
     except ShapeMismatch as e:
         met = " and ".join(f"{list(s)} from {w}" for s, w in zip(in_shapes, from_words))
-        what = f"layer {name} ({node.what})" if name.isdigit() else f"node '{name}' ({node.what})"
+        what = words(name, node.what)
         noun = "shape" if len(in_shapes) == 1 else "shapes"
         raise SpecError([Problem(f"{what} cannot take {noun} {met}: it {e}", node.loc)]) from None
     srcs = tuple(src if src in inputs else prefix + src for src, _ in node.srcs)

@@ -21,6 +21,7 @@ from specgrad.helpers import prod
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import MIB, SIZE_HINT, check_regular, named_file
 from specgrad.modelspec.layers import LAYERS, Shape
+from specgrad.modelspec.layers.base import words
 from specgrad.modelspec.loader import YNode
 from specgrad.modelspec.schema import REQUIRED, Field, Section, describe, did_you_mean
 from specgrad.nn.state import SafetensorsError, safe_load
@@ -89,7 +90,7 @@ def _tie_problem(s: Step, target: str, steps: tuple[Step, ...], order: dict[str,
 
 
 def _tie_mismatch(s: Step, target: str, steps: tuple[Step, ...], order: dict[str, int], i: int) -> str | None:
-    at = f"layer {s.name}" if s.name.isdigit() else f"node '{s.name}'"
+    at = words(s.name)
     mine = LAYERS[s.what].weights(s.in_shapes[0], s.args)  # NOTE: a kind takes tie: only when it has a weight
     if target not in order:
         return f"{at} ties its weight to '{excerpt(target)}', which is not a layer of the model"

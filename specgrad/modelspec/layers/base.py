@@ -123,9 +123,11 @@ def with_bias(weights: dict[str, Shape], bias: bool, *shapes: tuple[str, Shape])
     return {**weights, **dict(shapes)} if bias else weights
 
 
-def words(s: Step) -> str:
-    """How messages name a step: 'layer 3 (conv2d)' in a layer list, "node 'attn' (self_attention)" in a graph."""
-    return f"layer {s.name} ({s.what})" if s.name.isdigit() else f"node '{s.name}' ({s.what})"
+def words(name: str, what: str | None = None) -> str:
+    """How messages name a step: 'layer 3' in a layer list, "node 'attn'" in a graph; with its kind: 'layer 3
+    (conv2d)'."""
+    at = f"layer {name}" if name.isdigit() else f"node '{name}'"
+    return f"{at} ({what})" if what else at
 
 
 # *** ONNX pieces several kinds use ***

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 def _embedding_onnx(g: OnnxGraph, s: Step, p: str, x: str, out: str) -> None:
     tp = g.onnx.TensorProto
     if g.types[x] in (tp.FLOAT, tp.FLOAT16):
-        raise SpecError.at(s.loc, f"{words(s)} needs integer token ids, got a {tp.DataType.Name(g.types[x])} input")
+        got = tp.DataType.Name(g.types[x])
+        raise SpecError.at(s.loc, f"{words(s.name, s.what)} needs integer token ids, got a {got} input")
     idx = x if g.types[x] in (tp.INT32, tp.INT64) else g.node("Cast", x, to=tp.INT64, dtype=tp.INT64)
     # TODO: specgrad's one-hot lookup gives zeros for ids outside [0, vocab); Gather rejects them (or counts from
     # the end when negative)
