@@ -11,7 +11,6 @@ from specgrad.cli.errors import check_output_option
 from specgrad.cli.run import guess_task, load_model, read_contract, spec_and_weights
 
 from specgrad import Device
-from specgrad.modelspec.contract import OUTPUTS
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.validate import ValidSpec
 from specgrad.nn.state import get_state_dict, safe_save
@@ -76,16 +75,17 @@ def write_export(spec: ValidSpec, weights: Path, fmt: str, out: Path) -> str:
     if fmt == "safetensors":
         safe_save(get_state_dict(model), out, metadata={**meta, "spec_hash": spec_hash(spec.values)})
         return f"wrote {out}"
-    read_contract(spec, served, weights)  # NOTE: metadata that does not fit the spec is a user's error, said here
+    # NOTE: metadata that does not fit the spec is a user's error, said here
+    contract = read_contract(spec, served, weights)
     if fmt == "onnx":
         from specgrad.export.onnx import export_onnx
 
         export_onnx(spec, model, out, meta=served)
-        return f"wrote {out} (ONNX, outputs {', '.join(OUTPUTS[served['task']])}; checked with onnx.checker)"
+        return f"wrote {out} (ONNX, outputs {', '.join(contract.outputs)}; checked with onnx.checker)"
     from specgrad.export.c import export_c
 
     header = export_c(spec, model, out, served)
-    printed = OUTPUTS[served["task"]][-1]
+    printed = contract.outputs[-1]
     return (f"wrote {out} and {header}; build a command-line runner with\n"
             f"  cc -O2 -DSPECGRAD_MAIN {out} -o {out.with_suffix('')} -lm\n"
             f"(it reads examples as numbers on stdin and prints their {printed}, a line each)")  # fmt: skip

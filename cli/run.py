@@ -10,6 +10,7 @@ import io
 import json
 import math
 import os
+import zipfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -19,11 +20,12 @@ import typer
 from specgrad.cli.errors import check_output_option
 
 from specgrad import Device, Tensor
+from specgrad.flags import MAX_FILE_MB
 from specgrad.helpers import atomic_write, prod
 from specgrad.modelspec.builder import Model, build_model
 from specgrad.modelspec.contract import ContractError, RunContract, contract_from_meta
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
-from specgrad.modelspec.files import check_regular, read_data
+from specgrad.modelspec.files import MIB, check_regular, read_data
 from specgrad.modelspec.validate import ValidSpec, is_float, validate_file
 from specgrad.nn.state import SafetensorsError, StateMismatch, load_state_dict, safe_load, safe_load_metadata
 from specgrad.train.data import (
@@ -53,11 +55,14 @@ def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | 
     spec, weights = spec_and_weights(spec_path, weights, overrides)
     if output is not None:
         check_output_option(output, "--output")  # NOTE: before any work; atomic_write checks again when writing
-        _check_format(output, "--output")
+        _check_format(output, "--output", NAMED_FORMATS if named(spec) else FORMATS)
     if device is not None:
         Device.DEFAULT = device
     model, meta = load_model(spec, weights)
     contract = read_contract(spec, meta, weights)
+    if named(spec):
+        run_named(spec, model, contract, input_path, output, as_json, allow_nonfinite)
+        return
     x = prepare(read_examples(input_path, spec, contract, allow_nonfinite), spec, contract, input_path)
     out = to_result(contract, predict(model, x))
     if output is None:
@@ -90,9 +95,6 @@ def spec_and_weights(spec_path: Path, weights: Path | None, overrides: list[str]
 
 def load_model(spec: ValidSpec, weights: Path) -> tuple[Model, dict[str, str]]:
     """The spec's model with the weights loaded strictly, and the weights' metadata (task, normalization, ...)."""
-    if len(spec.inputs) != 1 or len(spec.outputs) != 1:
-        raise SpecError.at(Location(spec.path, 1, 1), f"run feeds one input and prints one output, but this model has "
-                           f"inputs {', '.join(spec.inputs)} and outputs {', '.join(spec.outputs)}")  # fmt: skip
     model = build_model(spec)
     named_file(weights, "--weights", WEIGHTS_HINT)
     check_regular(str(weights), None, "--weights", str(weights), WEIGHTS_HINT)  # NOTE: a FIFO or device said as such
@@ -163,6 +165,10 @@ def predict(model: Model, x: np.ndarray) -> np.ndarray:
 
 
 def _check_format(path: Path, what: str, formats: tuple[str, ...] = FORMATS) -> None:
+    if formats == NAMED_FORMATS and path.suffix.lower() in set(INPUT_FORMATS) - set(NAMED_FORMATS):
+        raise SpecError.at(None, f"{what} {path}: the model has several inputs or outputs, so its examples and "
+                           "outputs are .npz files (an array per input or output) or .json objects (name -> "
+                           "values)", "name a .npz or .json file")  # fmt: skip
     if path.suffix.lower() not in formats:
         raise SpecError.at(None, f"{what} {path}: cannot tell the format from '{path.suffix or 'no extension'}'",
                            f"name a {', '.join(formats[:-1])} or {formats[-1]} file")  # fmt: skip
@@ -260,10 +266,10 @@ def _item(at: tuple[int, ...]) -> str:
     return "".join(f"[{i}]" for i in at)
 
 
-def _read_json(raw: bytes, path: Path, spec: ValidSpec, contract: RunContract, allow_nonfinite: bool
-               ) -> np.ndarray:  # fmt: skip
+def _json_value(raw: bytes, path: Path) -> Any:
+    """The JSON value of --input, or an error at its line and column."""
     try:  # NOTE: whole numbers read as floats (their only use): a 5000-digit one is infinity, not a crash
-        value = json.loads(raw.decode("utf-8-sig"), parse_int=float)
+        return json.loads(raw.decode("utf-8-sig"), parse_int=float)
     except UnicodeDecodeError:
         raise SpecError.at(None, f"--input {path} is not UTF-8 text") from None
     except json.JSONDecodeError as e:
@@ -272,6 +278,11 @@ def _read_json(raw: bytes, path: Path, spec: ValidSpec, contract: RunContract, a
         raise SpecError.at(None, f"{path}: its lists are nested too deeply (an example has at most "
                            f"{MAX_JSON_DEPTH} levels)",
                            "write examples as (nested) lists of numbers") from None  # fmt: skip
+
+
+def _read_json(raw: bytes, path: Path, spec: ValidSpec, contract: RunContract, allow_nonfinite: bool
+               ) -> np.ndarray:  # fmt: skip
+    value = _json_value(raw, path)
     _json_shape(value, path, not allow_nonfinite)
     return np.asarray(value, dtype=np.float64)
 
@@ -313,11 +324,16 @@ READERS: dict[str, Callable[[bytes, Path, ValidSpec, RunContract, bool], np.ndar
 # *** what the model is given ***
 
 
-def prepare(x: np.ndarray, spec: ValidSpec, contract: RunContract, path: Path) -> np.ndarray:
-    """Float inputs standardized with the training statistics in the weights; token ids checked and cast."""
-    _, dtype = next(iter(spec.inputs.values()))
+def prepare(x: np.ndarray, spec: ValidSpec, contract: RunContract, path: Path, name: str | None = None
+            ) -> np.ndarray:  # fmt: skip
+    """Float inputs standardized with the training statistics in the weights; token ids checked and cast. `name`
+    picks the input of a model with several (its statistics are contract.inputs[name])."""
+    name = name or next(iter(spec.inputs))
+    dtype = spec.inputs[name][1]
     if not is_float(dtype):
-        return _tokens(x, spec, dtype, path)
+        return _tokens(x, spec, name, dtype, path)
+    if contract.task == "multi":
+        return standardize(x, contract.inputs.get(name, {})).astype(dtype)
     data = spec.values.get("data") or {}
     if data.get("source") == "digits" and x.max() > 1.5:
         typer.echo(f"warning: the model was trained on digits with pixel values 0..1 (the bundled images divided by "
@@ -325,13 +341,12 @@ def prepare(x: np.ndarray, spec: ValidSpec, contract: RunContract, path: Path) -
     return standardize(x, contract.norm).astype(dtype)
 
 
-def _tokens(x: np.ndarray, spec: ValidSpec, dtype: str, path: Path) -> np.ndarray:
+def _tokens(x: np.ndarray, spec: ValidSpec, name: str, dtype: str, path: Path) -> np.ndarray:
     """Integer inputs: whole numbers, within the vocabulary of the embedding that reads them."""
     fractional = np.argwhere(x != np.round(x)) if x.dtype.kind == "f" else []
     if len(fractional):
         i = tuple(int(v) for v in fractional[0])
         raise SpecError.at(None, f"{path}: {_where(i)} is {x[i]}, but the model takes whole numbers ({dtype})")
-    name = next(iter(spec.inputs))
     vocab = next((int(s.args["vocab"]) for s in spec.steps if s.what == "embedding" and name in s.srcs), None)
     if vocab is not None and len(bad := np.argwhere((x < 0) | (x >= vocab))):
         i = tuple(int(v) for v in bad[0])
@@ -360,6 +375,10 @@ def _char(code: int) -> str:
 
 
 def _classify(i: int, p: np.ndarray, names: list[str]) -> tuple[str, dict[str, Any]]:
+    if p.ndim > 1:  # NOTE: a class per position (an output of several outputs may have one)
+        ks = p.argmax(-1)
+        shown = ", ".join(excerpt(names[k], 40) for k in ks.reshape(-1)[:20]) + (", ..." if ks.size > 20 else "")
+        return f"{i}: classes [{shown}]", {"index": i, "classes": ks.tolist(), "probabilities": p.tolist()}
     k = int(p.argmax())
     shown = names[k] if names[k] == str(k) else f"{k} ({excerpt(names[k], 40)})"  # NOTE: no escape sequences
     return f"{i}: class {shown} (p={p[k]:.3f})", {"index": i, "class": k, "name": names[k],
@@ -416,3 +435,110 @@ def write_output(path: Path, out: np.ndarray, columns: list[str]) -> None:
     else:
         data = (json.dumps(out.tolist()) + "\n").encode()
     atomic_write(path, data)  # NOTE: never half a file; a full or read-only disk ends in cli/errors.py, exit 3
+
+
+# *** a model with several inputs or outputs ***
+
+
+def run_named(spec: ValidSpec, model: Model, contract: RunContract, input_path: Path, output: Path | None,
+              as_json: bool, allow_nonfinite: bool) -> None:  # fmt: skip
+    """Examples from a .npz (an array per input, named after it) or a .json object (input name -> examples); every
+    output reported per example, or written to a .npz (an array per output) or a .json object (output -> values)."""
+    xs = [prepare(x, spec, contract, input_path, k) for k, x in read_named(input_path, spec, allow_nonfinite).items()]
+    raw = [[t.numpy() for t in _as_tuple(model(*[Tensor(x[i : i + CHUNK]) for x in xs]))]
+           for i in range(0, len(xs[0]), CHUNK)]  # fmt: skip
+    heads = {o: contract.heads.get(o, RunContract()) for o in spec.outputs}
+    outs = {o: to_result(heads[o], np.concatenate([r[k] for r in raw])) for k, o in enumerate(spec.outputs)}
+    if output is not None:
+        if output.suffix.lower() == ".npz":
+            buf = io.BytesIO()
+            np.savez(buf, **outs)
+            atomic_write(output, buf.getvalue())
+        else:
+            atomic_write(output, (json.dumps({o: y.tolist() for o, y in outs.items()}) + "\n").encode())
+        shapes = {o: list(y.shape) for o, y in outs.items()}
+        message = f"wrote the outputs {', '.join(f'{o} (shape {s})' for o, s in shapes.items())} to {output}"
+        typer.echo(json.dumps({"output": str(output), "shapes": shapes, "examples": len(xs[0])}) if as_json else
+                   message)  # fmt: skip
+        return
+    lines, records = [], []
+    for i in range(len(xs[0])):
+        parts = {o: FORMATTERS[heads[o].task or "regress"](i, outs[o][i], list(heads[o].class_names)) for o in outs}
+        lines.append(f"{i}: " + "; ".join(f"{o} {text.partition(': ')[2]}" for o, (text, _) in parts.items()))
+        records.append({"index": i, **{o: {k: v for k, v in r.items() if k != "index"} for o, (_, r) in parts.items()}})
+    typer.echo(json.dumps(records, indent=2) if as_json else "\n".join(lines))
+
+
+NAMED_FORMATS = (".npz", ".json")
+
+
+def named(spec: ValidSpec) -> bool:
+    return len(spec.inputs) > 1 or len(spec.outputs) > 1
+
+
+def _as_tuple(out: Tensor | tuple[Tensor, ...]) -> tuple[Tensor, ...]:
+    return out if isinstance(out, tuple) else (out,)
+
+
+def read_named(path: Path, spec: ValidSpec, allow_nonfinite: bool) -> dict[str, np.ndarray]:
+    """input name -> (N, *its shape), from a .npz (an array per input) or a .json object (input name -> one example
+    or a list of them); every input present, all with the same number of examples, every value finite (or, with
+    `allow_nonfinite`, a warning)."""
+    _check_format(path, "--input", NAMED_FORMATS)
+    named_file(path, "--input")
+    raw = read_data(str(path), None, "--input", None)
+    if path.suffix.lower() == ".npz":
+        given = _npz_inputs(raw, path, list(spec.inputs))
+    else:
+        given = _json_inputs(raw, path, list(spec.inputs), allow_nonfinite)
+    xs = {k: _batched(given[k], tuple(spec.inputs[k][0]), Path(f"{path}[{k}]")) for k in spec.inputs}
+    counts = {k: len(x) for k, x in xs.items()}
+    if len(set(counts.values())) > 1:
+        raise SpecError.at(None, f"{path}: the inputs hold different numbers of examples ("
+                           f"{', '.join(f'{k} {n}' for k, n in counts.items())})",
+                           "give every input one value per example")  # fmt: skip
+    for k, x in xs.items():
+        _check_finite(x, Path(f"{path}[{k}]"), allow_nonfinite)
+    return xs
+
+
+def _missing(path: Path, names: list[str], held: list[str]) -> None:
+    if missing := [k for k in names if k not in held]:
+        raise SpecError.at(None, f"{path} has no examples for the input{'s' * (len(missing) > 1)} "
+                           f"{', '.join(missing)}", f"it holds: {', '.join(excerpt(h) for h in held[:20]) or 'nothing'}"
+                           f"; the model's inputs are {', '.join(names)}")  # fmt: skip
+
+
+def _npz_inputs(raw: bytes, path: Path, names: list[str]) -> dict[str, np.ndarray]:
+    try:
+        with np.load(io.BytesIO(raw), allow_pickle=False) as z:
+            if not isinstance(z, np.lib.npyio.NpzFile):
+                raise ValueError("it is a single .npy array, not a .npz of one array per input")
+            _missing(path, names, list(z.files))
+            for k in names:  # NOTE: an array's unpacked size is checked before it is unpacked (a zip bomb)
+                if z.zip.getinfo(f"{k}.npy").file_size > int(MAX_FILE_MB.value) * MIB:
+                    raise ValueError(f"its array '{k}' unpacks to more than {MAX_FILE_MB} MB")
+            arrays = {k: z[k] for k in names}
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile) as e:
+        why = "it holds Python objects, which are never loaded" if "pickle" in str(e) else str(e)
+        raise SpecError.at(None, f"--input {path} cannot be read as a .npz file ({excerpt(why, 200)})",
+                           "save the examples with numpy: np.savez(path, <input>=examples, ...)") from None  # fmt: skip
+    for k, a in arrays.items():
+        if a.dtype.kind not in "biuf":
+            raise SpecError.at(None, f"--input {path}: the array '{k}' must hold numbers, got {a.dtype}")
+    return arrays
+
+
+def _json_inputs(raw: bytes, path: Path, names: list[str], allow_nonfinite: bool) -> dict[str, np.ndarray]:
+    value = _json_value(raw, path)
+    if isinstance(value, list):
+        raise SpecError.at(None, f"{path} holds a list, but the model has inputs {', '.join(names)}",
+                           'write an object with a list of examples per input: {"' + '": [...], "'.join(names)
+                           + '": [...]}')  # fmt: skip
+    if not isinstance(value, dict):
+        raise SpecError.at(None, f"{path} must hold an object with the examples of each input, "
+                           f"{', '.join(names)}")  # fmt: skip
+    _missing(path, names, list(value))
+    for k in names:
+        _json_shape(value[k], Path(f"{path}[{k}]"), not allow_nonfinite)
+    return {k: np.asarray(value[k], dtype=np.float64) for k in names}

@@ -78,29 +78,46 @@ def summary_json(spec: ValidSpec) -> dict:
 def data_json(data: Dataset | None) -> dict | None:
     if data is None:
         return None
-    stats = {k: np.asarray(v).tolist() for k, v in data.target_stats.items()}
-    return {"task": data.task, "train_examples": len(data.x_train), "valid_examples": len(data.x_valid),
-            "num_classes": data.num_classes, "class_names": data.class_names, "target_stats": stats}  # fmt: skip
+    ret = {"task": data.task, "train_examples": len(data.x_train), "valid_examples": len(data.x_valid),
+           **_learns_json(data.num_classes, data.class_names, data.target_stats)}  # fmt: skip
+    if data.heads:
+        ret["outputs"] = {o: {"task": h.task, "loss": h.loss, "weight": h.weight,
+                              **_learns_json(h.num_classes, h.class_names, h.target_stats)}
+                          for o, h in data.heads.items()}  # fmt: skip
+    return ret
+
+
+def _learns_json(num_classes: int | None, class_names: list[str] | None, target_stats: dict) -> dict:
+    stats = {k: np.asarray(v).tolist() for k, v in target_stats.items()}
+    return {"num_classes": num_classes, "class_names": class_names, "target_stats": stats}
 
 
 def data_line(data: Dataset) -> str:
     """What the data is, in one line: examples per split, the input columns when some are categorical, and what the
-    model learns from them."""
+    model learns from them (each output's, with its loss and weight, for a model with several)."""
     head = f"data: {len(data.x_train):,} training and {len(data.x_valid):,} validation examples; "
     if data.columns is not None and data.columns.categorical:
         head += f"inputs: {data.columns.explain()}; "
-    if data.task == "classify":
-        names = data.class_names or []
+    if data.heads:
+        parts = [(o, h, _learns(h.task, h.num_classes, h.class_names, data.y_train.dtype[o].shape, h.target_stats))
+                 for o, h in data.heads.items()]  # fmt: skip
+        return head + "; ".join(f"{o}: {what} ({h.loss}, weight {h.weight:g})" for o, h, what in parts)
+    return head + _learns(data.task, data.num_classes, data.class_names, data.y_train.shape[1:], data.target_stats)
+
+
+def _learns(task: str, num_classes: int | None, class_names: list[str] | None, shape: tuple[int, ...],
+            target_stats: dict) -> str:  # fmt: skip
+    if task == "classify":
+        names = class_names or []
         shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
-        return head + f"{data.num_classes} classes ({shown})"
-    if data.task == "language":
-        return head + f"the next character at each position, {data.num_classes} character codes"
-    shape = list(data.y_train.shape[1:])
-    if not data.target_stats:
-        return head + f"targets of shape {shape}"
-    mean, std = data.target_stats["mean"].reshape(-1), data.target_stats["std"].reshape(-1)
+        return f"{num_classes} classes ({shown})"
+    if task == "language":
+        return f"the next character at each position, {num_classes} character codes"
+    if not target_stats:
+        return f"targets of shape {list(shape)}"
+    mean, std = target_stats["mean"].reshape(-1), target_stats["std"].reshape(-1)
     stats = f"mean {mean[0]:.4g}, std {std[0]:.4g}" if len(mean) == 1 else f"{len(mean)} means and stds"
-    return head + f"targets of shape {shape}, standardized for training ({stats} in the training split)"
+    return f"targets of shape {list(shape)}, standardized for training ({stats} in the training split)"
 
 
 def _fail(problems: list[Problem], as_json: bool) -> None:

@@ -115,7 +115,8 @@ def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], Buffer, Buf
     """The kernels of one forward pass (batch of 1) on CLANG, with the input and output buffers."""
     if len(spec.inputs) != 1 or len(spec.outputs) != 1:
         raise SpecError.at(None, f"the C export takes a model with one input and one output; {spec.path} has "
-                           f"{len(spec.inputs)} and {len(spec.outputs)}")  # fmt: skip
+                           f"{len(spec.inputs)} and {len(spec.outputs)}", "export it to ONNX instead, which keeps "
+                           "every input and output")  # fmt: skip
     ((shape, dtype),) = spec.inputs.values()
     zeros = np.zeros((1, *shape), dtype=np.float32 if is_float(dtype) else np.int32)
     x = Tensor(zeros, device="CLANG").realize()

@@ -49,14 +49,20 @@ def export_onnx(spec: ValidSpec, model: Model, path: Path, opset: int = 17, meta
                                f"{contract.task} export", "rename the input")  # fmt: skip
         g.types[name] = h.np_dtype_to_tensor_dtype(np.dtype(dtype))
         inputs.append(h.make_tensor_value_info(name, g.types[name], ["batch", *shape]))
-        if contract.norm:
+        norm = contract.inputs.get(name) if contract.task == "multi" else contract.norm
+        if norm:
             g.scope = name
-            g.values[name] = _standardize(g, name, contract.norm)
+            g.values[name] = _standardize(g, name, norm)
     g.values.update({s.name: f"{s.name}/value" for s in spec.steps if s.name in contract.outputs})
     for i, step in enumerate(spec.steps):
         g.scope = step.name
         _export_step(g, step, f"steps.{i}.1.")  # NOTE: Model.steps holds (name, layer) pairs: key steps.<i>.1.<attr>
-    ends = _finish(g, spec, contract) if contract.task else [(o, spec.output_shape(o)) for o in spec.outputs]
+    if contract.task == "multi":
+        ends = [end for o, head in contract.heads.items() for end in _finish(g, spec, head, o, f"{o}.")]
+    elif contract.task:
+        ends = _finish(g, spec, contract, spec.outputs[0])
+    else:
+        ends = [(o, spec.output_shape(o)) for o in spec.outputs]
     outputs = [h.make_tensor_value_info(o, g.types[o], ["batch", *shape]) for o, shape in ends]
     graph = h.make_graph(g.nodes, spec.values.get("name") or "specgrad", inputs, outputs, list(g.inits.values()))
     opsets = [h.make_opsetid("", opset)]
@@ -74,23 +80,27 @@ def _standardize(g: OnnxGraph, x: str, stats: dict[str, np.ndarray]) -> str:
     return y if g.types[x] == g.float32 else g.node("Cast", y, to=g.types[x], dtype=g.types[x])
 
 
-def _finish(g: OnnxGraph, spec: ValidSpec, c: RunContract) -> list[tuple[str, tuple[int, ...]]]:
-    """The task's named outputs after the model's one output: (value name, shape without the batch axis)."""
-    g.scope, o = "output", spec.outputs[0]
+def _finish(g: OnnxGraph, spec: ValidSpec, c: RunContract, o: str, prefix: str = ""
+            ) -> list[tuple[str, tuple[int, ...]]]:  # fmt: skip
+    """The task's named outputs (each `prefix`ed) after the model's output `o`: (value name, shape without the batch
+    axis)."""
+    g.scope = f"{prefix}output"
     y, shape = g.to_float(g.values.get(o, o)), spec.output_shape(o)
     if c.task in ("classify", "language"):
-        g.node("Softmax", g.node("Identity", y, out="logits"), out="probabilities", axis=-1)
+        g.node("Softmax", g.node("Identity", y, out=f"{prefix}logits"), out=f"{prefix}probabilities", axis=-1)
     elif c.target:
-        g.node("Add", g.node("Mul", y, g.const(c.target["std"])), g.const(c.target["mean"]), out="prediction")
+        g.node("Add", g.node("Mul", y, g.const(c.target["std"])), g.const(c.target["mean"]), out=f"{prefix}prediction")
     else:
-        g.node("Identity", y, out="prediction")
-    return [(name, shape) for name in c.outputs]
+        g.node("Identity", y, out=f"{prefix}prediction")
+    return [(prefix + name, shape) for name in c.outputs]
 
 
 def _props(c: RunContract, meta: dict[str, str]) -> dict[str, str]:
     """metadata_props: the task, the statistics as the weights hold them, the class names of a classifier, and the csv
     columns the model reads with each categorical one's vocabulary (the model takes them encoded, as `run` does)."""
     props = {"task": str(c.task), "normalization": meta.get("normalization") or "{}"}
+    if c.task == "multi":
+        props["outputs"] = meta.get("outputs") or "{}"
     if c.task == "regress":
         props["target_normalization"] = meta.get("target_normalization") or "{}"
     if c.task == "classify":

@@ -18,7 +18,7 @@ import numpy as np
 from specgrad.helpers import prod
 from specgrad.modelspec.validate import ENCODINGS, ValidSpec, is_float
 
-TASKS = ("classify", "regress", "language")
+TASKS = ("classify", "regress", "language", "multi")  # NOTE: multi: several inputs or outputs, a contract per output
 OUTPUTS = {"classify": ("logits", "probabilities"), "language": ("logits", "probabilities"), "regress": ("prediction",)}
 
 
@@ -116,9 +116,15 @@ class RunContract:
     target: dict[str, np.ndarray] = field(default_factory=dict)  # "mean", "std" as the output's shape; empty: none
     class_names: tuple[str, ...] = ()
     columns: Columns | None = None  # csv: the columns the model reads and the categorical vocabularies; None: unknown
+    inputs: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # multi: input name -> its norm
+    heads: dict[str, RunContract] = field(default_factory=dict)  # multi: output name -> its contract (task, target)
 
     @property
     def outputs(self) -> tuple[str, ...]:
+        """The named outputs of an export: logits and probabilities, or prediction; <output>.<name> for each output
+        of a model with several."""
+        if self.task == "multi":
+            return tuple(f"{o}.{n}" for o, c in self.heads.items() for n in c.outputs)
         return OUTPUTS[self.task] if self.task else ()
 
 
@@ -130,26 +136,54 @@ def contract_from_meta(spec: ValidSpec, meta: dict[str, str] | None) -> RunContr
     task = meta["task"]
     if task not in TASKS:
         raise ContractError(f"the weights' metadata names the task '{task[:40]}'; the exports know {', '.join(TASKS)}")
+    if task == "multi":
+        return _named_contract(spec, meta)
     if len(spec.inputs) != 1 or len(spec.outputs) != 1:
         raise ContractError(f"a {task} export needs one input and one output, but {spec.path} has inputs "
                             f"{', '.join(spec.inputs)} and outputs {', '.join(spec.outputs)}")  # fmt: skip
     ((in_shape, dtype),) = spec.inputs.values()
-    out_shape = spec.output_shape(spec.outputs[0])
     norm = _stats(meta, "normalization", in_shape) if is_float(dtype) else {}  # NOTE: token ids stay ids
-    target = _stats(meta, "target_normalization", out_shape) if task == "regress" else {}
+    columns = Columns.from_meta(meta["columns"]) if meta.get("columns") else None
+    if columns is not None and (columns.width != prod(in_shape) or columns.is_index == is_float(dtype)):
+        raise ContractError(f"the weights' columns give {columns.explain()}, but the model's input is {list(in_shape)} "
+                            f"of {dtype}")  # fmt: skip
+    head = _head(task, spec.output_shape(spec.outputs[0]), meta, "")
+    return RunContract(task, norm, head.target, head.class_names, columns)
+
+
+def _head(task: str, out_shape: tuple[int, ...], meta: dict[str, str], where: str) -> RunContract:
+    """One output's contract: its task, its targets' statistics (regress) and class names (classify); `where` names
+    the output in messages ("" for a model's one output)."""
+    target = _stats(meta, "target_normalization", out_shape, where) if task == "regress" else {}
     names: tuple[str, ...] = ()
     if task == "classify":
         given = _json(meta, "class_names", None) or None
         names = tuple(str(k) for k in range(out_shape[-1])) if given is None else \
             tuple(given) if isinstance(given, list) else ()  # fmt: skip
         if len(names) != out_shape[-1] or not all(isinstance(n, str) for n in names):
-            raise ContractError(f"the weights' class_names must be {out_shape[-1]} strings, one per output, got "
-                                f"{meta['class_names'][:80]}")  # fmt: skip
-    columns = Columns.from_meta(meta["columns"]) if meta.get("columns") else None
-    if columns is not None and (columns.width != prod(in_shape) or columns.is_index == is_float(dtype)):
-        raise ContractError(f"the weights' columns give {columns.explain()}, but the model's input is {list(in_shape)} "
-                            f"of {dtype}")  # fmt: skip
-    return RunContract(task, norm, target, names, columns)
+            raise ContractError(f"the weights' class_names{where} must be {out_shape[-1]} strings, one per output, "
+                                f"got {meta['class_names'][:80]}")  # fmt: skip
+    return RunContract(task, target=target, class_names=names)
+
+
+def _named_contract(spec: ValidSpec, meta: dict[str, str]) -> RunContract:
+    """Several inputs or outputs: statistics per float input (normalization: {input: {mean, std}}) and a contract per
+    output (outputs: {output: {task, target_normalization, class_names}}), every output of the spec named once."""
+    norms, outs = _json(meta, "normalization", {}), _json(meta, "outputs", None)
+    if not isinstance(norms, dict) or not set(norms) <= {k for k, (_, d) in spec.inputs.items() if is_float(d)}:
+        raise ContractError(f"the weights' normalization ({meta.get('normalization', '')[:80]}) does not name float "
+                            f"inputs of the model ({', '.join(spec.inputs)})")  # fmt: skip
+    if (
+        not isinstance(outs, dict)
+        or sorted(outs) != sorted(spec.outputs)
+        or not all(isinstance(v, dict) and v.get("task") in ("classify", "regress") for v in outs.values())
+    ):
+        raise ContractError(f"the weights' outputs ({meta.get('outputs', '')[:80]}) do not give a task, classify or "
+                            f"regress, for each output of the model ({', '.join(spec.outputs)})")  # fmt: skip
+    inputs = {k: _stats({k: json.dumps(v)}, k, spec.inputs[k][0], f" of the input {k}") for k, v in norms.items()}
+    heads = {o: _head(outs[o]["task"], spec.output_shape(o), {k: json.dumps(v) for k, v in outs[o].items()},
+                      f" of the output {o}") for o in spec.outputs}  # fmt: skip
+    return RunContract("multi", inputs=inputs, heads=heads)
 
 
 def _json(meta: dict[str, str], key: str, default: Any) -> Any:
@@ -161,7 +195,7 @@ def _json(meta: dict[str, str], key: str, default: Any) -> Any:
         raise ContractError(f"the weights' metadata '{key}' is nested too deeply to be what specgrad writes") from None
 
 
-def _stats(meta: dict[str, str], key: str, shape: tuple[int, ...]) -> dict[str, np.ndarray]:
+def _stats(meta: dict[str, str], key: str, shape: tuple[int, ...], where: str = "") -> dict[str, np.ndarray]:
     """{"mean", "std"} from the metadata, each as float32 of `shape`; {} when the metadata has none."""
     stats = _json(meta, key, {})
     if not stats:
@@ -171,10 +205,10 @@ def _stats(meta: dict[str, str], key: str, shape: tuple[int, ...]) -> dict[str, 
             k: np.ascontiguousarray(np.broadcast_to(np.asarray(stats[k], np.float32), shape)) for k in ("mean", "std")
         }
     except (KeyError, ValueError, TypeError) as e:
-        raise ContractError(f"the weights' {key} ({meta[key][:80]}) does not fit the shape {list(shape)}: "
+        raise ContractError(f"the weights' {key}{where} ({meta[key][:80]}) does not fit the shape {list(shape)}: "
                             f"{type(e).__name__} {e}") from None  # fmt: skip
     if not (np.isfinite(ret["mean"]).all() and np.isfinite(ret["std"]).all() and (ret["std"] > 0).all()):
         # NOTE: training writes finite means and positive stds; anything else would make every output NaN or infinite
-        raise ContractError(f"the weights' {key} ({meta[key][:80]}) has a mean or std that is not a finite number, "
-                            "or a std that is not positive")  # fmt: skip
+        raise ContractError(f"the weights' {key}{where} ({meta[key][:80]}) has a mean or std that is not a finite "
+                            "number, or a std that is not positive")  # fmt: skip
     return ret

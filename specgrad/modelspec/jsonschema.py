@@ -18,7 +18,7 @@ from specgrad.modelspec.graph import BLOCK, MAX_NAME, NAME, NODE_KEYS, REPEAT
 from specgrad.modelspec.layers import LAYERS
 from specgrad.modelspec.ops import OPS
 from specgrad.modelspec.schema import Field, Section
-from specgrad.modelspec.validate import GRAPH_MODEL, INPUT, SOURCE_NEEDS, TOP
+from specgrad.modelspec.validate import GRAPH_MODEL, INPUT, LOSS, SOURCE_NEEDS, TOP
 from specgrad.modelspec.validate import MAX_NAME as MAX_SPEC_NAME
 
 SCHEMA_ID = "urn:specgrad:spec:1"
@@ -160,6 +160,8 @@ def spec_json_schema() -> dict[str, Any]:
     data = props["data"]["anyOf"][0]
     data["allOf"] = data_rules()
     data["properties"]["features"]["anyOf"][0]["uniqueItems"] = True
+    losses = props["train"]["anyOf"][0]["properties"]["losses"]["anyOf"][0]
+    losses["additionalProperties"] = section_schema(LOSS)  # NOTE: which names are outputs is the validator's check
     # NOTE: early stopping, and best weights by name, need validation examples
     split_0 = {"type": "object", "required": ["valid_split"], "properties": {"valid_split": {"const": 0}}}
     no_validation = {"properties": {"data": split_0}, "required": ["data"]}

@@ -61,8 +61,9 @@ AUGMENT = Section("augment", "random changes to each training example, drawn ane
                             "normalized input; float inputs)", 0.0, min=0.0, max=100.0)})  # fmt: skip
 DATA = Section("data", "where examples come from and how they are batched", {
     "source": Field("str", "digits (bundled 8x8 images), text (characters of a text file), csv, npz (a .npz with "
-                           "arrays x and y, or a .npy of inputs), images (a folder with one sub-folder of PNG or JPEG "
-                           "files per class), spirals or sine (generated)", REQUIRED, choices=SOURCES),
+                           "arrays x and y, or a .npy of inputs; for a model with several inputs or outputs, an array "
+                           "per input and per output, named after them), images (a folder with one sub-folder of PNG "
+                           "or JPEG files per class), spirals or sine (generated)", REQUIRED, choices=SOURCES),
     "path": Field("str", "the file for text, csv and npz sources, the folder for images (relative to the spec's "
                          "folder)", None),
     "corpus": Field("str", "a bundled text instead of a path, for the text source", None, choices=("sonnets",)),
@@ -105,10 +106,18 @@ CHECKPOINT = Section("checkpoint", "when checkpoints are written and how many ar
     "keep": Field("int", "how many recent checkpoints to keep", 3, min=1, max=1000),
     "keep_best": Field("bool", "also keep the checkpoint with the best validation metric", True)})  # fmt: skip
 SCHEDULES = ("constant", "step", "exponential", "cosine")
+LOSSES = ("cross_entropy", "mse")
+LOSS = Section("loss", "one output's loss and its share of the total", {
+    "loss": Field("str", "what training minimises for this output: cross_entropy (class labels) or mse (numbers)",
+                  REQUIRED, choices=LOSSES),
+    "weight": Field("float", "the output's weight in the total loss, the weighted sum of every output's loss", 1.0,
+                    min=0.0, max=1e6)})  # fmt: skip
 TRAIN = Section("train", "how the model is trained", {
     "epochs": Field("int", "passes over the training data", 10, min=1, max=1_000_000),
     "steps": Field("int", "training steps in all (instead of epochs)", None, min=1, max=1 << 40),
-    "loss": Field("str", "what training minimises", "cross_entropy", choices=("cross_entropy", "mse")),
+    "loss": Field("str", "what training minimises (a model with one output)", "cross_entropy", choices=LOSSES),
+    "losses": Field("map", "a loss per output, for a model with several: output name -> {loss, weight}; training "
+                           "minimises the weighted sum (none: train.loss for the one output)", None),
     "optimizer": Field("str", "the update rule", "adam", choices=OPTIMIZER_NAMES),
     "lr": Field("float", "learning rate", 1e-3, min=0.0, max=10.0),
     "momentum": Field("float", "momentum (sgd)", 0.0, min=0.0, max=1.0),
@@ -204,6 +213,15 @@ class ValidSpec:
         """Forward and backward of one batch (backward is about twice the forward)."""
         return 3 * self.batch_size * self.flops_per_example
 
+    @property
+    def losses(self) -> dict[str, tuple[str, float]]:
+        """Each output's loss and weight: train.losses, or train.loss with weight 1 for a model with one output."""
+        given = self.values["train"]["losses"]
+        if not given:
+            return {self.outputs[0]: (self.values["train"]["loss"], 1.0)}
+        return {o: (given[o]["loss"], float(given[o].get("weight", LOSS.fields["weight"].default))) for o in
+                self.outputs}  # fmt: skip
+
     def output_shape(self, name: str) -> Shape:
         return next(s.out_shape for s in self.steps if s.name == name)
 
@@ -229,7 +247,7 @@ def validate_file(
     blocks, block_problems = _blocks(root.get("blocks"))
     problems += found + block_problems
     problems += _check_data(root.get("data"), data_files, str(path)) + _check_name(root.get("name"))
-    problems += _check_needs_validation(root)
+    problems += _check_needs_validation(root) + _loss_entries(root.get("train"))
     model = root.value.get("model")
     nodes, outputs = [], ()
     if model is not None:
@@ -242,6 +260,7 @@ def validate_file(
                                     data_files if init_file is None else init_file)  # fmt: skip
     _raise(problems)
     outputs = outputs or (steps[-1].name,)
+    _raise(_check_losses(root, outputs) + _check_exports(root, inputs, outputs))
     values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)
               for k, f in TOP.fields.items()}  # fmt: skip
     spec = ValidSpec(str(path), values, {k: (s, d) for k, (s, d, _) in inputs.items()}, tuple(steps), outputs,
@@ -417,6 +436,65 @@ def _check_name(node: YNode | None) -> list[Problem]:
     return [Problem(f"name {why}: it names the run folders (runs/<name>-<n>), so it must be one plain folder name",
                     node.loc, f"use letters, digits, '-', '_' and '.', starting with a letter, digit or '_', at most "
                     f"{MAX_NAME} characters; for example my-model_2")]  # fmt: skip
+
+
+def _loss_entries(train: YNode | None) -> list[Problem]:
+    """Each entry of train.losses is {loss, weight} (which outputs they name is checked once the outputs are known)."""
+    losses = train.get("losses") if train is not None and train.kind == "map" else None
+    if losses is None or losses.kind != "map":
+        return []
+    return [p for k, v in losses.value.items() for p in check_section(v, LOSS, f"train.losses.{excerpt(str(k))}")]
+
+
+def _check_losses(root: YNode, outputs: tuple[str, ...]) -> list[Problem]:
+    """train.losses names every output of the model once, and no other name; it replaces train.loss. A model with
+    several outputs and data to train on needs it."""
+    train, model = root.get("train"), root.get("model")
+    losses = train.get("losses") if train is not None and train.kind == "map" else None
+    if losses is None or losses.value is None:
+        if len(outputs) > 1 and root.get("data") is not None:
+            where = model.get("outputs") if model is not None and model.kind == "map" else None
+            first = f"{outputs[0]}: {{loss: cross_entropy}}, {outputs[1]}: {{loss: mse, weight: 0.5}}"
+            return [
+                Problem(
+                    f"the model has {len(outputs)} outputs ({', '.join(outputs)}), so training needs a loss "
+                    "for each of them",
+                    (where or root).loc,
+                    f"add train.losses, e.g. losses: {{{first}}}",
+                )
+            ]
+        return []
+    names, problems = list(losses.value), []
+    for name in names:
+        if name not in outputs:
+            loc = losses.key_locs[name] if losses.key_locs else losses.loc
+            hint = did_you_mean(str(name), list(outputs)) or f"the outputs are {', '.join(outputs)}"
+            problems.append(Problem(f"train.losses names '{excerpt(str(name))}', which is not an output of the model",
+                                    loc, hint))  # fmt: skip
+    missing = [o for o in outputs if o not in names]
+    if missing:
+        problems.append(Problem(f"train.losses gives no loss for the output{'s' * (len(missing) > 1)} "
+                                f"{', '.join(missing)}: every output needs one", losses.loc,
+                                f"add {missing[0]}: {{loss: mse}} (or cross_entropy for class labels)"))  # fmt: skip
+    if train.get("loss") is not None:
+        problems.append(Problem("train.loss and train.losses are both given: with losses, each output's loss is "
+                                "written there", train.get("loss").loc, "remove train.loss"))  # fmt: skip
+    weights = [v.get("weight") for v in losses.value.values()]
+    if weights and all(w is not None and w.value == 0 for w in weights):
+        problems.append(Problem("every output's weight in train.losses is 0, so there would be nothing to learn",
+                                losses.loc, "give at least one output a weight above 0"))  # fmt: skip
+    return problems
+
+
+def _check_exports(root: YNode, inputs: dict, outputs: tuple[str, ...]) -> list[Problem]:
+    """The C export takes one input and one output."""
+    export = root.get("export")
+    items = export.value if export is not None and export.kind == "seq" else []
+    if len(inputs) == 1 and len(outputs) == 1:
+        return []
+    return [Problem(f"export: c writes a program with one input and one output, but the model has {len(inputs)} "
+                    f"input{'s' * (len(inputs) > 1)} and {len(outputs)} output{'s' * (len(outputs) > 1)}", x.loc,
+                    "remove c (onnx keeps every input and output)") for x in items if x.value == "c"]  # fmt: skip
 
 
 def _check_needs_validation(root: YNode) -> list[Problem]:

@@ -35,7 +35,7 @@ import os
 import warnings
 import zipfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from struct import error as struct_error
 from typing import Any
@@ -77,8 +77,22 @@ APPLIES = {"path": ("text", "csv", "npz", "images"), "corpus": ("text",), "conte
 
 
 @dataclass
+class Head:
+    """One output of a model with several inputs or outputs: what it learns, and what its targets say."""
+
+    task: str  # "classify" (int32 labels) or "regress" (float32), from its loss: cross_entropy or mse
+    loss: str
+    weight: float  # its share of the total loss
+    num_classes: int | None = None
+    class_names: list[str] | None = None
+    target_stats: dict[str, np.ndarray] = field(default_factory=dict)  # as Dataset.target_stats
+
+
+@dataclass
 class Dataset:
-    """Training and validation examples: x is (N, *input shape) in the input's dtype, y the targets."""
+    """Training and validation examples: x is (N, *input shape) in the input's dtype, y the targets. A model with
+    several inputs or outputs (task "multi") has structured arrays instead, one field per input (x[name] is (N, *its
+    shape)) and per output, so that examples are still rows to split, shuffle and batch; `fields` takes them apart."""
 
     x_train: np.ndarray
     y_train: np.ndarray
@@ -92,6 +106,22 @@ class Dataset:
     class_names: list[str] | None = None  # task "classify": the label of each class index, in order
     columns: Columns | None = None  # csv: the columns read and the categorical vocabularies (saved with the weights)
     augment: dict[str, Any] | None = None  # data.augment when it changes anything: applied to training batches only
+    heads: dict[str, Head] = field(default_factory=dict)  # task "multi": output name -> its task, loss and statistics
+    input_stats: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # task "multi": input name -> stats
+
+
+def fields(a: np.ndarray, names: tuple[str, ...] | list[str]) -> list[np.ndarray]:
+    """The arrays a batch gives the model, one per input (or target per output): a structured array's fields by name,
+    else the array itself (a model with one input and one output)."""
+    return [np.ascontiguousarray(a[n]) for n in names] if a.dtype.names else [a]
+
+
+def _records(arrays: dict[str, np.ndarray]) -> np.ndarray:
+    """Equal-length arrays as one structured array, a field per name (example i of every array is row i)."""
+    out = np.empty(len(next(iter(arrays.values()))), np.dtype([(k, a.dtype, a.shape[1:]) for k, a in arrays.items()]))
+    for k, a in arrays.items():
+        out[k] = a
+    return out
 
 
 # *** where things are: the spec as written, for locations ***
@@ -106,6 +136,22 @@ class _Source:
     name: str
     shape: tuple[int, ...]
     dtype: str
+    out: str  # the output whose targets are being read (a model with several has a _Source per output)
+
+    @property
+    def loss(self) -> str:
+        return self.spec.losses[self.out][0]
+
+    @property
+    def regress_fix(self) -> str:
+        """How to make the output learn numbers instead of class labels, in words."""
+        return f"set train.losses.{self.out}.loss: mse" if named(self.spec) else \
+            "set data.task: regress and train.loss: mse"  # fmt: skip
+
+    def loss_loc(self) -> Location | None:
+        """Where the output's loss is written: train.losses.<out>.loss, or train.loss."""
+        node = self.node("train", "losses", self.out, "loss")
+        return node.loc if node is not None else self.written("train", "loss")
 
     def node(self, *keys: str) -> YNode | None:
         return self.spec.node(*keys)
@@ -130,10 +176,10 @@ class _Source:
         return self.node("data", key) is not None or self.data[key] != DATA.fields[key].default
 
     def output(self) -> tuple[tuple[int, ...], Location]:
-        """The model's (one) output: its shape per example, and where its width is set (the output layer, or the last
+        """The output `out`: its shape per example, and where its width is set (the output layer, or the last
         layer before it with an `out`, when activations follow that one)."""
         steps = {s.name: s for s in self.spec.steps}
-        last = step = steps[self.spec.outputs[0]]
+        last = step = steps[self.out]
         while "out" not in step.args and len(step.srcs) == 1 and step.srcs[0] in steps:
             step = steps[step.srcs[0]]
         return tuple(last.out_shape), (step if "out" in step.args else last).loc
@@ -163,18 +209,19 @@ def _source(spec: ValidSpec) -> _Source:
     if data.get("source") is None:
         raise SpecError.at(Location(spec.path, 1, 1), "the spec has no data: section, so there is nothing to train on",
                            "add one, for example data: {source: digits}")  # fmt: skip
-    if len(spec.inputs) != 1:
-        raise SpecError.at(spec.root.loc, f"data feeds one input, but the model has {len(spec.inputs)}: "
-                           f"{', '.join(spec.inputs)}")  # fmt: skip
-    if len(spec.outputs) > 1:
-        outputs = spec.node("model", "outputs")
-        # TODO: a loss per output, weighted (train.losses), so a model with several outputs can train
-        where = outputs.loc if outputs is not None else None
-        raise SpecError.at(where, f"the model has {len(spec.outputs)} outputs ({', '.join(spec.outputs)}), but "
-                           "training takes one: a loss per output is not supported yet",
-                           "list one node under model.outputs, or join them with an op: concat node")  # fmt: skip
+    if named(spec) and data["source"] != "npz":
+        source = spec.node("data", "source")
+        raise SpecError.at(source.loc if source is not None else None, f"source {data['source']} feeds a model with "
+                           f"one input and one output, but this one has inputs {', '.join(spec.inputs)} and outputs "
+                           f"{', '.join(spec.outputs)}", "use source: npz, with one array per input and per output, "
+                           "named after them")  # fmt: skip
     name, (shape, dtype) = next(iter(spec.inputs.items()))
-    return _Source(spec, data, name, tuple(shape), dtype)
+    return _Source(spec, data, name, tuple(shape), dtype, spec.outputs[0])
+
+
+def named(spec: ValidSpec) -> bool:
+    """A model with several inputs or outputs: its data is an npz with one array per input and output, by name."""
+    return len(spec.inputs) > 1 or len(spec.outputs) > 1
 
 
 def data_file(spec: ValidSpec) -> Path:
@@ -189,6 +236,8 @@ def load_data(spec: ValidSpec) -> Dataset:
     """The spec's examples, split into training and validation, deterministic given spec.values['seed']."""
     src = _source(spec)
     _check_unused(src)
+    if named(spec):
+        return _load_named(src)
     kind = src.data["source"]
     if kind in FLOAT_SOURCES and not is_float(src.dtype):
         raise SpecError.at(src.input_loc("dtype") or src.input_loc(), f"source {kind} gives numbers with fractions, "
@@ -344,10 +393,10 @@ def _check_language(src: _Source, codes: np.ndarray, what: str) -> None:
 
 
 def _loss_problem(src: _Source, target: _Target) -> Problem | None:
-    loss, want = src.spec.values["train"]["loss"], "mse" if target.task == "regress" else "cross_entropy"
+    loss, want = src.loss, "mse" if target.task == "regress" else "cross_entropy"
     if loss == want:
         return None
-    loc = src.written("train", "loss") or src.near("target" if src.given("target") else "source")
+    loc = src.loss_loc() or src.near("target" if src.given("target") else "source")
     default = " (the default)" if src.node("train", "loss") is None and loss == TRAIN.fields["loss"].default else ""
     if target.task == "regress":
         hint = "use loss: mse" + ("; if the numbers are class labels 0, 1, 2, ..., set data.task: classify"
@@ -387,7 +436,7 @@ def _label_problems(src: _Source, labels: np.ndarray, exact: np.ndarray, target:
     classes = f"the model's {_count(limit, 'class')} (0..{limit - 1})" if limit <= MAX_LABEL else "int32 class labels"
     kinds = [  # (bad labels, the message after "<name> is <value>", the hint)
         (~whole, ", not a whole number, so it cannot be a class label",
-         "to predict the numbers themselves, set data.task: regress and train.loss: mse"),
+         f"to predict the numbers themselves, {src.regress_fix}"),
         (whole & (flat < 0), ": class labels are 0 or more", "number the classes 0, 1, 2, ..."),
         (whole & (flat >= limit) & (flat < cap), f", out of range of {classes}: its output has one value per class",
          f"the labels go up to {top}: set the out of the last layer (line {out_line}) to {top + 1}, or correct the "
@@ -434,7 +483,7 @@ def _class_count_problems(src: _Source, labels: np.ndarray, target: _Target) -> 
         "none"  # fmt: skip
     near = src.near("target" if src.given("target") else "source")
     loc = target.label_at(0)[1] if target.label_at is not None else near
-    regress = "; to predict the numbers themselves, set data.task: regress and train.loss: mse"
+    regress = f"; to predict the numbers themselves, {src.regress_fix}"
     hint = "add examples of the other classes" + (regress if target.settable and target.names is None else "")
     message = f"{target.what} hold only one class ({only}): a classifier needs examples of at least 2 classes"
     return [Problem(message, loc, hint)]
@@ -1139,9 +1188,11 @@ def _npz_get(src: _Source, names: list[str], arrays: dict[str, np.ndarray], key:
     return a
 
 
-def _npz_target(src: _Source, y: np.ndarray, key: str, file: Path, loc: Location) -> tuple[np.ndarray, _Target]:
-    """Integer arrays are class labels and float arrays regression targets, unless data.task says otherwise."""
-    task = src.data["task"] or ("regress" if y.dtype.kind == "f" else "classify")
+def _npz_target(src: _Source, y: np.ndarray, key: str, file: Path, loc: Location, task: str | None = None
+                ) -> tuple[np.ndarray, _Target]:  # fmt: skip
+    """Integer arrays are class labels and float arrays regression targets, unless data.task (or `task`) says
+    otherwise."""
+    task = task or src.data["task"] or ("regress" if y.dtype.kind == "f" else "classify")
     what = f"'{key}' in {file.name}"
     if task == "classify":
         return y, _Target("classify", what, lambda i: (f"{key}[{i}] in {file.name}", loc), settable=True)
@@ -1152,17 +1203,23 @@ def _npz_target(src: _Source, y: np.ndarray, key: str, file: Path, loc: Location
     return (y.reshape(-1, 1) if y.ndim == 1 else y).astype(np.float32), _Target("regress", what, settable=True)
 
 
+def _npz_input(src: _Source, names: list[str], arrays: dict[str, np.ndarray], key: str, file: Path, loc: Location
+               ) -> np.ndarray:  # fmt: skip
+    """The array `key` as the input src.name's examples: its shape, and values its dtype holds exactly."""
+    x = _npz_get(src, names, arrays, key, file, loc)
+    _check_shape(src, x.shape[1:], f"'{key}' in {file.name} holds examples of shape {list(x.shape[1:])}")
+    if not is_float(src.dtype) and not np.array_equal(x.astype(src.dtype), x):
+        raise SpecError.at(src.input_loc("dtype") or loc, f"'{key}' in {file.name} holds values that {src.dtype} "
+                           "cannot hold exactly", "use dtype float32")  # fmt: skip
+    return x.astype(np.float32) if is_float(src.dtype) else x
+
+
 def _load_npz(src: _Source) -> Dataset:
     file, key = src.file(), src.data["target"] or "y"
     loc = src.path_loc(file)
     wanted = ("x",) if src.data["target"] == "input" or key.endswith(".npy") else ("x", key)
     names, arrays = _npz_arrays(src, file, src.data["path"], loc, wanted)
-    x = _npz_get(src, names, arrays, "x", file, loc)
-    _check_shape(src, x.shape[1:], f"'x' in {file.name} holds examples of shape {list(x.shape[1:])}")
-    if not is_float(src.dtype) and not np.array_equal(x.astype(src.dtype), x):
-        raise SpecError.at(src.input_loc("dtype") or loc, f"'x' in {file.name} holds values that {src.dtype} cannot "
-                           "hold exactly", "use dtype float32")  # fmt: skip
-    x = x.astype(np.float32) if is_float(src.dtype) else x
+    x = _npz_input(src, names, arrays, "x", file, loc)
     what = f"the {len(x)} examples of {file.name} with valid_split {src.data['valid_split']}"
     if src.data["target"] == "input":
         return _split(src, x, x.astype(np.float32), _Target("regress", f"'x' in {file.name}"), loc, what)
@@ -1175,6 +1232,74 @@ def _load_npz(src: _Source) -> Dataset:
                            "save one target per example")  # fmt: skip
     y, target = _npz_target(src, y, key, file, yloc)
     return _split(src, x, y, target, loc, what)
+
+
+def _load_named(src: _Source) -> Dataset:
+    """A model with several inputs or outputs: an npz with one array per input and one per output, named after them;
+    each output's task is its loss's (cross_entropy: class labels, mse: numbers). Inputs are normalized and regression
+    targets standardized one by one, as a single one would be."""
+    problems = [Problem(f"data.{key} does not apply to a model with several inputs or outputs: its npz holds an array "
+                        "per input and per output, named after them, and each output's loss says what it learns",
+                        src.near(key), f"remove data.{key}") for key in ("target", "task", "augment")
+                if src.given(key)]  # fmt: skip
+    if problems:
+        raise SpecError(problems)
+    file = src.file()
+    loc = src.path_loc(file)
+    names, arrays = _npz_arrays(src, file, src.data["path"], loc, (*src.spec.inputs, *src.spec.outputs))
+    found: list[Problem] = []
+
+    def each(read: Callable[[], Any]) -> Any:
+        """read(), or None with its problems kept: every input's and output's problems are reported at once."""
+        try:
+            return read()
+        except SpecError as e:
+            found.extend(e.problems)
+            return None
+
+    xs = {k: each(lambda k=k, s=s, d=d: _npz_input(replace(src, name=k, shape=tuple(s), dtype=d), names, arrays, k,
+                                                    file, loc)) for k, (s, d) in src.spec.inputs.items()}  # fmt: skip
+    raw = {o: each(lambda o=o: _npz_get(replace(src, out=o), names, arrays, o, file, loc)) for o in src.spec.outputs}
+    counts = {k: len(a) for k, a in {**xs, **raw}.items() if a is not None}
+    if len(set(counts.values())) > 1:
+        shown = ", ".join(f"'{k}' {n}" for k, n in counts.items())
+        found.append(Problem(f"the arrays of {file.name} hold different numbers of examples ({shown})", loc,
+                             "save one example of every input and output per row"))  # fmt: skip
+    if found:
+        raise SpecError(found)
+    ys, heads = {}, {}
+    for o, (loss, weight) in src.spec.losses.items():
+        got = each(lambda o=o, loss=loss, weight=weight: _named_target(replace(src, out=o), raw[o], file, loc, loss,
+                                                                         weight))  # fmt: skip
+        if got is not None:
+            ys[o], heads[o] = got
+    if found:
+        raise SpecError(found)
+    train, valid = _indices(len(next(iter(xs.values()))), src.data["valid_split"], src.spec.values["seed"])
+    x, y = _records(xs), _records(ys)
+    ds = Dataset(x[train], y[train], x[valid], y[valid], "multi", heads=heads)
+    _check_enough(src, ds, loc, f"the {len(train) + len(valid)} examples of {file.name} with valid_split "
+                  f"{src.data['valid_split']}")  # fmt: skip
+    for k, (_, dtype) in src.spec.inputs.items():
+        if src.data["normalize"] and is_float(dtype):
+            ds.input_stats[k] = stats = _statistics(ds.x_train[k], axis=0)
+            ds.x_train[k], ds.x_valid[k] = standardize(ds.x_train[k], stats), standardize(ds.x_valid[k], stats)
+    for o, head in heads.items():
+        if head.task == "regress" and src.data["normalize_target"]:
+            head.target_stats = stats = _statistics(ds.y_train[o], axis=0)
+            ds.y_train[o], ds.y_valid[o] = standardize(ds.y_train[o], stats), standardize(ds.y_valid[o], stats)
+    return ds
+
+
+def _named_target(src: _Source, y: np.ndarray, file: Path, loc: Location, loss: str, weight: float
+                  ) -> tuple[np.ndarray, Head]:  # fmt: skip
+    """The output src.out's targets as its loss says: class labels (cross_entropy) or numbers (mse), checked against
+    the output (the data contract)."""
+    task = "regress" if loss == "mse" else "classify"
+    y, target = _npz_target(src, y, src.out, file, loc, task)
+    y, num_classes = _check_contract(src, y, target)
+    names = [str(i) for i in range(num_classes)] if num_classes is not None else None
+    return y, Head(task, loss, weight, num_classes, names)
 
 
 # *** images ***

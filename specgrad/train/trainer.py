@@ -40,7 +40,7 @@ from specgrad.nn.state import (
     safe_load,
     safe_save,
 )
-from specgrad.train.data import Dataset, batches, eval_batches, load_data
+from specgrad.train.data import Dataset, batches, eval_batches, fields, load_data
 from specgrad.train.run_folder import (
     FINAL,
     MetricsLog,
@@ -54,7 +54,8 @@ from specgrad.train.run_folder import (
 )
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
-DATA_META = ("task", "normalization", "target_normalization", "class_names", "columns")  # NOTE: what the data decides
+# NOTE: what the data decides
+DATA_META = ("task", "normalization", "target_normalization", "class_names", "columns", "outputs")
 
 
 class NonFiniteLoss(RuntimeError):
@@ -89,24 +90,63 @@ def make_schedule(opt: optim.Optimizer, t: dict[str, Any], total_steps: int, ste
     return optim.LinearWarmup(opt, t["warmup_steps"], after=schedule) if t["warmup_steps"] else schedule
 
 
-def make_losses(data: Dataset, kind: str) -> tuple[LossFn, LossFn]:
-    """(what training minimises, what is reported): the same, except for standardized regression targets, where the
-    reported mean squared error is in the target's own units."""
-    if data.task in ("classify", "language") and kind == "cross_entropy":
+@dataclass(frozen=True)
+class OutputLoss:
+    """One output's part of the training objective: its task, weight, and (what training minimises, what is
+    reported): the same, except for standardized regression targets, reported in the target's own units."""
+
+    name: str
+    task: str
+    weight: float
+    train: LossFn
+    reported: LossFn
+
+
+def make_losses(task: str, kind: str, target_stats: dict[str, np.ndarray], shape: tuple[int, ...]
+                ) -> tuple[LossFn, LossFn]:  # fmt: skip
+    """(what training minimises, what is reported) for targets of `shape` per example."""
+    if task in ("classify", "language") and kind == "cross_entropy":
         ce: LossFn = lambda out, y: out.reshape(-1, out.shape[-1]).sparse_categorical_crossentropy(y.reshape(-1))
         return ce, ce
     mse: LossFn = lambda out, y: (out.reshape(y.shape) - y).square().mean()
-    stats = data.target_stats
-    if "std" not in stats:
+    if "std" not in target_stats:
         return mse, mse
-    std = np.asarray(stats["std"], dtype=np.float64).reshape(-1)
-    width = math.prod(data.y_train.shape[1:])
-    scale = Tensor((std**2).astype(np.float32).reshape(data.y_train.shape[1:] if std.size == width else -1))
+    std = np.asarray(target_stats["std"], dtype=np.float64).reshape(-1)
+    scale = Tensor((std**2).astype(np.float32).reshape(shape if std.size == math.prod(shape) else -1))
     return mse, lambda out, y: ((out.reshape(y.shape) - y).square() * scale).mean()
 
 
+def output_losses(spec: ValidSpec, data: Dataset) -> list[OutputLoss]:
+    """Every output's loss, in the order of the model's outputs: the data's heads (several outputs), else the spec's
+    one loss for the one output."""
+    if data.heads:
+        shape = {o: data.y_train.dtype[o].shape for o in data.heads}
+        return [OutputLoss(o, h.task, h.weight, *make_losses(h.task, h.loss, h.target_stats, shape[o]))
+                for o, h in data.heads.items()]  # fmt: skip
+    ((name, (loss, _)),) = spec.losses.items()
+    return [OutputLoss(name, data.task, 1.0, *make_losses(data.task, loss, data.target_stats, data.y_train.shape[1:]))]
+
+
+def weighted(losses: list[OutputLoss], outs: tuple[Tensor, ...], ys: list[Tensor], reported: bool = False) -> Tensor:
+    """The total loss: the weighted sum of every output's (one output: its loss itself)."""
+    parts = [(x.reported if reported else x.train)(out, y) for x, out, y in zip(losses, outs, ys)]
+    if len(parts) == 1:
+        return parts[0]
+    return sum((p * x.weight for p, x in zip(parts[1:], losses[1:])), parts[0] * losses[0].weight)
+
+
+def _plain(stats: dict[str, np.ndarray]) -> dict[str, Any]:
+    return {k: np.asarray(v).tolist() for k, v in stats.items()}
+
+
 def _listed(stats: dict[str, np.ndarray]) -> str:
-    return json.dumps({k: np.asarray(v).tolist() for k, v in stats.items()})
+    return json.dumps(_plain(stats))
+
+
+def outputs(model: Model, xs: list[Tensor]) -> tuple[Tensor, ...]:
+    """The model's outputs, always as a tuple."""
+    out = model(*xs)
+    return out if isinstance(out, tuple) else (out,)
 
 
 def correct(out: Tensor, y: Tensor) -> Tensor:
@@ -205,11 +245,11 @@ class Trainer:
     data: Dataset
     model: Model
     opt: optim.Optimizer
-    step_fn: Callable[[Tensor, Tensor], Tensor]
+    step_fn: Callable[[list[Tensor], list[Tensor]], Tensor]
     schedule: optim.LRScheduler
     total_steps: int
     steps_per_epoch: int
-    reported_loss: LossFn
+    losses: list[OutputLoss]  # one per output, in the model's order
 
     @property
     def epochs(self) -> int:
@@ -233,38 +273,54 @@ class Trainer:
         steps_per_epoch = len(data.x_train) // spec.batch_size
         total = t["steps"] or t["epochs"] * steps_per_epoch
         opt = make_optimizer(model, t)
-        train_loss, reported_loss = make_losses(data, t["loss"])
+        losses = output_losses(spec, data)
+        same = all(x.reported is x.train for x in losses)
         clip = t["clip_grad_norm"]
 
         @TinyJit
-        def train_step(x: Tensor, y: Tensor) -> Tensor:
+        def train_step(xs: list[Tensor], ys: list[Tensor]) -> Tensor:
             with Tensor.train():
-                out = model(x)
-                loss = train_loss(out, y)
+                outs = outputs(model, xs)
+                loss = weighted(losses, outs, ys)
                 opt.zero_grad()
                 loss.backward()
+                # NOTE: realized before the step: a value still lazy then would be computed with the updated weights
+                reported = (loss if same else weighted(losses, tuple(o.detach() for o in outs), ys, True)).realize()
                 if clip is not None:
                     optim.clip_grad_norm_(opt.params, clip)
                 opt.step()
-            return (loss if reported_loss is train_loss else reported_loss(out.detach(), y)).realize()
+            return reported
 
         schedule = make_schedule(opt, t, total, steps_per_epoch)
-        return Trainer(spec, data, model, opt, train_step, schedule, total, steps_per_epoch, reported_loss)
+        return Trainer(spec, data, model, opt, train_step, schedule, total, steps_per_epoch, losses)
+
+    def tensors(self, x: np.ndarray, y: np.ndarray) -> tuple[list[Tensor], list[Tensor]]:
+        """A batch as the model's inputs and the outputs' targets."""
+        return [Tensor(a) for a in fields(x, list(self.spec.inputs))], \
+            [Tensor(a) for a in fields(y, [part.name for part in self.losses])]  # fmt: skip
 
     def evaluate(self) -> dict[str, float]:
-        """Loss (in the target's units) and accuracy (for classifiers and language models) on the validation split."""
-        data, total_loss, hits, count, n = self.data, 0.0, 0, 0, 0
+        """Loss (in the target's units) and accuracy (for classifiers and language models) on the validation split;
+        with several outputs, the weighted total loss, and each output's loss and accuracy as <output>.loss and
+        <output>.accuracy."""
+        data, n = self.data, 0
+        totals = {x.name: [0.0, 0, 0] for x in self.losses}  # NOTE: output -> [loss * examples, hits, labels]
         for x, y in eval_batches(data.x_valid, data.y_valid, self.spec.batch_size):
-            out, yt = self.model(Tensor(x)), Tensor(y)
-            total_loss += self.reported_loss(out, yt).item() * len(x)
+            xs, ys = self.tensors(x, y)
+            outs = outputs(self.model, xs)
             n += len(x)
-            if data.task in ("classify", "language"):
-                hits += int(correct(out, yt).item())
-                count += int(np.prod(y.shape))
-        ret = {"loss": total_loss / max(n, 1)}
-        if count:
-            ret["accuracy"] = hits / count
-        return ret
+            for part, out, yt in zip(self.losses, outs, ys):
+                total = totals[part.name]
+                total[0] += part.reported(out, yt).item() * len(x)
+                if part.task in ("classify", "language"):
+                    total[1] += int(correct(out, yt).item())
+                    total[2] += math.prod(yt.shape)
+        per = {name: {"loss": t[0] / max(n, 1), **({"accuracy": t[1] / t[2]} if t[2] else {})}
+               for name, t in totals.items()}  # fmt: skip
+        if len(per) == 1:
+            return next(iter(per.values()))
+        ret = {"loss": sum(per[x.name]["loss"] * x.weight for x in self.losses)}
+        return ret | {f"{name}.{k}": v for name, metrics in per.items() for k, v in metrics.items()}
 
     # *** the loop ***
 
@@ -306,7 +362,7 @@ class Trainer:
 
     def _step(self, log: MetricsLog, pos: Position, epoch: int, x: np.ndarray, y: np.ndarray,
               on_step: Callable[[int, int, float], None] | None) -> None:  # fmt: skip
-        loss = self.step_fn(Tensor(x), Tensor(y)).item()
+        loss = self.step_fn(*self.tensors(x, y)).item()
         pos.step += 1
         if not math.isfinite(loss):
             last = newest_checkpoint(log.folder)
@@ -357,7 +413,7 @@ class Trainer:
         parts = [f"epoch {epoch:>{len(str(self.epochs))}}/{self.epochs}"]
         for r in rows:
             name = "train" if r["split"] == "train_epoch" else "valid"
-            parts += [f"{name} {k} {v:.4f}" for k, v in r.items() if k in ("loss", "accuracy")]
+            parts += [f"{name} {k} {v:.4f}" for k, v in r.items() if k.rpartition(".")[2] in ("loss", "accuracy")]
         return "  ".join(parts)
 
     def _finish(self, log: MetricsLog, pos: Position, valid: dict[str, float], say: Callable[[str], None]) -> Summary:
@@ -421,6 +477,11 @@ class Trainer:
             meta["class_names"] = json.dumps(list(names))
         if d.columns is not None:
             meta["columns"] = d.columns.to_meta()
+        if d.heads:  # NOTE: several inputs or outputs: statistics per input, and each output's own contract
+            meta["normalization"] = json.dumps({k: _plain(v) for k, v in d.input_stats.items()})
+            meta["outputs"] = json.dumps({o: {"task": h.task, "target_normalization": _plain(h.target_stats),
+                                              **({"class_names": h.class_names} if h.task == "classify" else {})}
+                                          for o, h in d.heads.items()})  # fmt: skip
         return meta
 
     def save_checkpoint(self, folder: Path, name: str, pos: Position) -> Path:

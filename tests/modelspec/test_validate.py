@@ -371,8 +371,7 @@ DATA_BAD = [
      "numbers exactly up to 16777216 only"),
     ("two outputs", GRAPH.replace("  b: {shape: [4]}\n", "").replace("from: b", "from: a").replace("[4]", "[2]")
      .replace("outputs: [s]", "outputs: [x, y]") + "data: {source: spirals}\n", {},
-     "bad.yaml:10:12: error: the model has 2 outputs (x, y), but training takes one: a loss per output is not "
-     "supported yet"),
+     "bad.yaml:10:12: error: the model has 2 outputs (x, y), so training needs a loss for each of them"),
     ("key for another source", DIGITS.replace("source: digits", "source: digits, features: [a]"), {},
      "bad.yaml:7:34: error: data.features is for the csv source, not digits"),
     ("unknown key in an unused block",

@@ -42,7 +42,7 @@ def _write(tmp_path: Path, text: str, name: str = "spec.yaml") -> Path:
 
 def _one_step(trainer: Trainer) -> None:
     x, y = trainer.data.x_train[: trainer.spec.batch_size], trainer.data.y_train[: trainer.spec.batch_size]
-    trainer.step_fn(Tensor(x), Tensor(y)).realize()
+    trainer.step_fn([Tensor(x)], [Tensor(y)]).realize()
 
 
 def test_a_tied_weight_is_one_tensor_counted_once(tmp_path: Path) -> None:

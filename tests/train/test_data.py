@@ -300,14 +300,22 @@ def test_integer_csv_regression_targets_must_fit_float32_as_in_npz(tmp_path: Pat
     assert load_data(csv_spec(tmp_path, rows)).task == "regress"
 
 
-def test_several_outputs_are_refused_in_words(tmp_path: Path) -> None:
+def test_several_outputs_need_a_loss_each_and_an_npz_source(tmp_path: Path) -> None:
     path = tmp_path / "s.yaml"
-    path.write_text("specgrad: 1\nname: t\ninputs: {a: {shape: [2]}}\nmodel:\n  graph:\n"
-                    "    - {name: p, layer: linear, out: 2, from: a}\n    - {name: q, layer: linear, out: 2, from: a}\n"
-                    "  outputs: [p, q]\ndata: {source: spirals}\n")  # fmt: skip
-    assert problems(validate_file(path)) == [f"{path}:8:12: error: the model has 2 outputs (p, q), but training takes "
-                                             "one: a loss per output is not supported yet\n  hint: list one node "
-                                             "under model.outputs, or join them with an op: concat node"]  # fmt: skip
+    head = ("specgrad: 1\nname: t\ninputs: {a: {shape: [2]}}\nmodel:\n  graph:\n"
+            "    - {name: p, layer: linear, out: 2, from: a}\n    - {name: q, layer: linear, out: 2, from: a}\n"
+            "  outputs: [p, q]\ndata: {source: spirals}\n")  # fmt: skip
+    path.write_text(head)
+    with pytest.raises(SpecError) as e:
+        validate_file(path)
+    assert [str(p) for p in e.value.problems] == [
+        f"{path}:8:12: error: the model has 2 outputs (p, q), so training needs a loss for each of them\n  hint: add "
+        "train.losses, e.g. losses: {p: {loss: cross_entropy}, q: {loss: mse, weight: 0.5}}"]  # fmt: skip
+    path.write_text(head + "train: {losses: {p: {loss: cross_entropy}, q: {loss: mse}}}\n")
+    assert problems(validate_file(path)) == [
+        f"{path}:9:16: error: source spirals feeds a model with one input and one output, but this one has inputs a "
+        "and outputs p, q\n  hint: use source: npz, with one array per input and per output, named after them"
+    ]
 
 
 # *** text ***
