@@ -141,14 +141,18 @@ def run_command(
         typer.Option(
             "--input",
             help="examples: .npy, .csv (header row) or .json (nested lists); or one .png/.jpg "
-            "image for a model trained on an images source",
+            "image for a model trained on an images source; for a model with several inputs, a .npz (an array per "
+            "input) or a .json object (input name -> examples)",
         ),
     ],
     weights: Annotated[
         Path | None,
         typer.Option(help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"),
     ] = None,
-    output: Annotated[Path | None, typer.Option(help="write the outputs to this .npy, .csv or .json file")] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(help="write the outputs to this .npy, .csv or .json file (several outputs: .npz or .json)"),
+    ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
     device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the predictions as JSON")] = False,

@@ -35,6 +35,7 @@ from specgrad.train.data import (
     csv_table,
     encode_rows,
     input_columns,
+    named,
     pillow,
     read_image,
     standardize,
@@ -445,7 +446,7 @@ def run_named(spec: ValidSpec, model: Model, contract: RunContract, input_path: 
     """Examples from a .npz (an array per input, named after it) or a .json object (input name -> examples); every
     output reported per example, or written to a .npz (an array per output) or a .json object (output -> values)."""
     xs = [prepare(x, spec, contract, input_path, k) for k, x in read_named(input_path, spec, allow_nonfinite).items()]
-    raw = [[t.numpy() for t in _as_tuple(model(*[Tensor(x[i : i + CHUNK]) for x in xs]))]
+    raw = [[t.numpy() for t in model.outputs(*[Tensor(x[i : i + CHUNK]) for x in xs])]
            for i in range(0, len(xs[0]), CHUNK)]  # fmt: skip
     heads = {o: contract.heads.get(o, RunContract()) for o in spec.outputs}
     outs = {o: to_result(heads[o], np.concatenate([r[k] for r in raw])) for k, o in enumerate(spec.outputs)}
@@ -470,14 +471,6 @@ def run_named(spec: ValidSpec, model: Model, contract: RunContract, input_path: 
 
 
 NAMED_FORMATS = (".npz", ".json")
-
-
-def named(spec: ValidSpec) -> bool:
-    return len(spec.inputs) > 1 or len(spec.outputs) > 1
-
-
-def _as_tuple(out: Tensor | tuple[Tensor, ...]) -> tuple[Tensor, ...]:
-    return out if isinstance(out, tuple) else (out,)
 
 
 def read_named(path: Path, spec: ValidSpec, allow_nonfinite: bool) -> dict[str, np.ndarray]:

@@ -38,6 +38,11 @@ class Model:
         outs = tuple(env[o] for o in self.output_names)
         return outs[0] if len(outs) == 1 else outs
 
+    def outputs(self, *xs: Tensor) -> tuple[Tensor, ...]:
+        """The outputs in the order the spec names them, a tuple also when there is one."""
+        out = self(*xs)
+        return out if isinstance(out, tuple) else (out,)
+
 
 def build_model(spec: ValidSpec, seed: int | None = None, init: bool = False) -> Model:
     """Fresh layers for a validated spec, initialised from its seed, with tied weights shared, frozen weights not

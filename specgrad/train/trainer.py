@@ -143,12 +143,6 @@ def _listed(stats: dict[str, np.ndarray]) -> str:
     return json.dumps(_plain(stats))
 
 
-def outputs(model: Model, xs: list[Tensor]) -> tuple[Tensor, ...]:
-    """The model's outputs, always as a tuple."""
-    out = model(*xs)
-    return out if isinstance(out, tuple) else (out,)
-
-
 def correct(out: Tensor, y: Tensor) -> Tensor:
     """How many predictions (per example, or per token) match their labels."""
     return (out.argmax(-1) == y).sum()
@@ -280,7 +274,7 @@ class Trainer:
         @TinyJit
         def train_step(xs: list[Tensor], ys: list[Tensor]) -> Tensor:
             with Tensor.train():
-                outs = outputs(model, xs)
+                outs = model.outputs(*xs)
                 loss = weighted(losses, outs, ys)
                 opt.zero_grad()
                 loss.backward()
@@ -307,7 +301,7 @@ class Trainer:
         totals = {x.name: [0.0, 0, 0] for x in self.losses}  # NOTE: output -> [loss * examples, hits, labels]
         for x, y in eval_batches(data.x_valid, data.y_valid, self.spec.batch_size):
             xs, ys = self.tensors(x, y)
-            outs = outputs(self.model, xs)
+            outs = self.model.outputs(*xs)
             n += len(x)
             for part, out, yt in zip(self.losses, outs, ys):
                 total = totals[part.name]

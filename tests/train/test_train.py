@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from specgrad.cli.main import app
 from typer.testing import CliRunner
@@ -91,3 +92,32 @@ def test_early_stopping(tmp_path: Path) -> None:
     assert code == 0, output
     records = metrics(folder)
     assert records[-1]["split"] == "stop" and records[-1]["epoch"] == 2
+
+
+@pytest.mark.parametrize("kind", ["classify", "regress"])
+def test_the_logged_training_loss_is_from_the_weights_before_the_step(tmp_path: Path, kind: str) -> None:
+    """The step's loss against float64 numpy from the weights it started with. It was realized only after the
+    optimizer step had changed the weights, so every logged training loss mixed in the next step's weights."""
+    from specgrad.modelspec.validate import validate_file
+    from specgrad.nn.state import get_state_dict
+    from specgrad.train.data import batches
+    from specgrad.train.trainer import Trainer
+
+    data, loss = ("{source: spirals, samples: 256, batch_size: 32}", "cross_entropy") if kind == "classify" else \
+        ("{source: sine, samples: 256, batch_size: 32, normalize_target: false}", "mse")  # fmt: skip
+    width = 2 if kind == "classify" else 1
+    (tmp_path / "s.yaml").write_text(f"specgrad: 1\nname: s\ninput: {{shape: [{width}]}}\n"
+                                     f"model: [{{linear: 16}}, {{tanh: {{}}}}, {{linear: {width}}}]\n"
+                                     f"data: {data}\ntrain: {{loss: {loss}, lr: 0.1}}\n")  # fmt: skip
+    trainer = Trainer.create(validate_file(tmp_path / "s.yaml"))
+    w = {k: v.numpy().astype(np.float64) for k, v in get_state_dict(trainer.model).items()}
+    x, y = next(batches(trainer.data.x_train, trainer.data.y_train, 32, False))
+    out = np.tanh(x.astype(np.float64) @ w["steps.0.1.weight"].T + w["steps.0.1.bias"]) @ w["steps.2.1.weight"].T
+    out += w["steps.2.1.bias"]
+    if kind == "classify":
+        logp = out - out.max(1, keepdims=True)
+        logp -= np.log(np.exp(logp).sum(1, keepdims=True))
+        expected = -logp[np.arange(32), y].mean()
+    else:
+        expected = ((out - y) ** 2).mean()
+    np.testing.assert_allclose(trainer.step_fn(*trainer.tensors(x, y)).item(), expected, rtol=1e-5)
