@@ -8,9 +8,10 @@ from pathlib import Path
 
 import typer
 from specgrad.cli.errors import check_output_option
-from specgrad.cli.run import guess_task, load_model, read_contract, spec_and_weights
+from specgrad.cli.run import load_model, read_contract, served_meta, spec_and_weights
 
 from specgrad import Device
+from specgrad.modelspec.contract import RunContract
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.validate import ValidSpec
 from specgrad.nn.state import get_state_dict, safe_save
@@ -71,7 +72,7 @@ def write_export(spec: ValidSpec, weights: Path, fmt: str, out: Path) -> str:
         Device.DEFAULT = "CLANG"  # NOTE: the C export is made of CLANG kernels: the weights must live there
     model, meta = load_model(spec, weights)
     # NOTE: the exports compute what run computes; for weights that do not name their task, run guesses it
-    served = {**meta, "task": meta.get("task") or guess_task(spec)}
+    served = served_meta(spec, meta)
     if fmt == "safetensors":
         safe_save(get_state_dict(model), out, metadata={**meta, "spec_hash": spec_hash(spec.values)})
         return f"wrote {out}"
@@ -85,7 +86,17 @@ def write_export(spec: ValidSpec, weights: Path, fmt: str, out: Path) -> str:
     from specgrad.export.c import export_c
 
     header = export_c(spec, model, out, served)
-    printed = contract.outputs[-1]
+    several = len(spec.inputs) > 1 or len(spec.outputs) > 1
+    reads = f"each example's {', then '.join(spec.inputs)}" if several else "examples"
+    printed = printed_outputs(spec, contract)
     return (f"wrote {out} and {header}; build a command-line runner with\n"
             f"  cc -O2 -DSPECGRAD_MAIN {out} -o {out.with_suffix('')} -lm\n"
-            f"(it reads examples as numbers on stdin and prints their {printed}, a line each)")  # fmt: skip
+            f"(it reads {reads} as numbers on stdin and prints {printed}, a line per example)")  # fmt: skip
+
+
+def printed_outputs(spec: ValidSpec, contract: RunContract) -> str:
+    """What the C runner prints per example, in words: 'their probabilities', or each output's part in order."""
+    if contract.task != "multi" and len(spec.outputs) == 1:
+        return f"their {(contract.outputs or ('output',))[-1]}"
+    heads = [(o, contract.heads.get(o, RunContract()).outputs) for o in spec.outputs]
+    return ", then ".join(f"{o}'s {kinds[-1] if kinds else 'values'}" for o, kinds in heads)

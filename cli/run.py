@@ -138,19 +138,31 @@ def named_file(path: Path, option: str, hint: str | None = None) -> None:
         raise SpecError.at(None, f"{option} {path}: no such file", hint)
 
 
-def guess_task(spec: ValidSpec) -> str:
-    """The task when the weights do not say (written by another tool): from the spec's data section."""
+def served_meta(spec: ValidSpec, meta: dict[str, str]) -> dict[str, str]:
+    """The weights' metadata, with the task guessed from the spec when it does not name one (weights another tool
+    wrote): text data is a language model, digits or spirals without a target a classifier, other data a regression;
+    a model with several outputs takes each output's task from its loss in train.losses (cross_entropy: classify),
+    or, without them, gives its outputs as they are."""
+    if meta.get("task"):
+        return meta
+    if len(spec.inputs) > 1 or len(spec.outputs) > 1:
+        if not spec.values["train"]["losses"]:
+            return meta
+        tasks = {o: {"task": "classify" if loss == "cross_entropy" else "regress"} for o, (loss, _) in
+                 spec.losses.items()}  # fmt: skip
+        return {**meta, "task": "multi", "outputs": json.dumps(tasks)}
     data = spec.values.get("data") or {}
     if data.get("source") == "text":
-        return "language"
-    return "classify" if data.get("source") in ("digits", "spirals") and data.get("target") is None else "regress"
+        return {**meta, "task": "language"}
+    classify = data.get("source") in ("digits", "spirals") and data.get("target") is None
+    return {**meta, "task": "classify" if classify else "regress"}
 
 
 def read_contract(spec: ValidSpec, meta: dict[str, str], weights: Path) -> RunContract:
     """What to apply around the model, from the weights' metadata (the task guessed from the spec when it is
     missing, as for weights another tool wrote)."""
     try:
-        return contract_from_meta(spec, {**meta, "task": meta.get("task") or guess_task(spec)})
+        return contract_from_meta(spec, served_meta(spec, meta))
     except ContractError as e:
         raise SpecError.at(None, f"the metadata of {weights} does not fit the model of {spec.path}: {e}",
                            "pass weights that `specgrad train` wrote for this spec") from None  # fmt: skip

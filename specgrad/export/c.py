@@ -1,20 +1,25 @@
 """Export a model as self-contained C: the CLANG kernels TinyJit captured for one forward pass, the weights as
 arrays, and a forward function that calls the kernels in order. No Python is needed to run it. Given the weights'
 metadata (a task), the forward function computes what `specgrad run` computes, as the ONNX export does: it standardizes
-the input, and its outputs are `logits` and `probabilities` (classify, language) or `prediction` (regress, in the
-target's units); without a task its one output is the model's own.
+each float input, and gives each output as `logits` and `probabilities` (classify, language) or `prediction`
+(regress, in the target's units); without a task, each output is the model's own.
 
-The runner (-DSPECGRAD_MAIN) checks its input: junk, NaN or infinity, or an example cut short ends it with a message
-and exit code 1, never with numbers printed for it.
+A model with one input and one output gets `<name>_forward(const float* input, float* logits, ...)`; one with several
+gets a parameter per input (`in_<input>`) and per output (`out_<output>_logits`, ..., or `out_<output>`), in the
+spec's order, with a size macro for each (`<name>_in_<input>_SIZE`).
 
-Imports the public API (Tensor, TinyJit, Device), modelspec (builder, contract, errors,
-validate); kernel
-sources come from the captured runners, never from driving codegen.
+The runner (-DSPECGRAD_MAIN) reads each example as its inputs' numbers in order, and prints each output's
+probabilities, prediction or values on one line, in order. It checks its input: junk, NaN or infinity, or an example
+cut short ends it with a message and exit code 1, never with numbers printed for it.
+
+Imports the public API (Tensor, TinyJit, Device), modelspec (builder, contract, errors, validate); kernel sources come
+from the captured runners, never from driving codegen.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -29,27 +34,48 @@ from specgrad.modelspec.validate import ValidSpec, is_float
 from specgrad.realize import ExecItem
 from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, PARALLEL_GLOBAL
 
-MAIN = """
+RUNNER = """
 #ifdef SPECGRAD_MAIN
 #include <ctype.h>
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
-/* Reads examples from stdin as whitespace-separated numbers ({name}_IN_SIZE per example) and prints each example's
-   {printed} on one line. Input that is not {what} (a word, NaN or infinity, a value out of range, an example cut
-   short) ends it with a message on stderr and exit code 1, before that example is run; examples are counted from 0,
-   as `specgrad run` counts them. */
-static int read_token(char* buf, int size) {{
+/* Reads examples from stdin as whitespace-separated numbers ({name}_IN_SIZE per example: {layout}) and prints each
+   example's {printed} on one line ({name}_OUT_SIZE numbers). Input that is not what an input holds (a word, NaN or
+   infinity, a value out of its type's range, an example cut short) ends it with a message on stderr and exit code 1,
+   before that example is run; examples and values are counted from 0, as `specgrad run` counts them. */
+static char token[64];
+static int read_token(void) {{
   int c, n = 0;
   while ((c = getchar()) != EOF && isspace(c)) {{}}
   for (; c != EOF && !isspace(c); c = getchar(), n++)
-    if (n < size - 1) buf[n] = (char)c;
-  buf[n < size - 1 ? n : size - 1] = 0;
-  return n;  /* 0 at the end of the input; size or more: too long for a number */
+    if (n < (int)sizeof token - 1) token[n] = (char)c;
+  token[n < (int)sizeof token - 1 ? n : (int)sizeof token - 1] = 0;
+  return n;  /* 0 at the end of the input; sizeof token or more: too long for a number */
 }}
-static int bad_input(long example, int i, const char* what, const char* token) {{
+static int bad_input(long example, int i, const char* what) {{
   fprintf(stderr, "error: example %ld, value %d (counting from 0): '%s' %s\\n", example, i, token, what);
   return 1;
+}}
+/* The example's value i into v: 0, or 1 after a message, or -1 at the end of the input before an example. */
+static int read_value(long example, int i, double* v) {{
+  int n = read_token();
+  if (n == 0 && ferror(stdin)) {{
+    fprintf(stderr, "error: cannot read the input\\n");
+    return 1;
+  }}
+  if (n == 0 && i == 0) return -1;
+  if (n == 0) {{
+    fprintf(stderr, "error: the input ends inside example %ld: it has %d of the %d numbers an example needs\\n",
+            example, i, {name}_IN_SIZE);
+    return 1;
+  }}
+  if (n >= (int)sizeof token) return bad_input(example, i, "(cut short) is too long for a number");
+  char* end;
+  *v = strtod(token, &end);
+  if (end == token || *end != 0) return bad_input(example, i, "is not a number");
+  if (!isfinite(*v)) return bad_input(example, i, "is not a finite number");
+  return 0;
 }}
 static int finish(void) {{
   if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
@@ -57,37 +83,26 @@ static int finish(void) {{
   return 1;
 }}
 int main(void) {{
-  static {in_type} x[{name}_IN_SIZE];
-  static {out_type} {outs};
-  char token[64];
+{arrays}
   for (long example = 0;; example++) {{
-    for (int i = 0; i < {name}_IN_SIZE; i++) {{
-      int n = read_token(token, (int)sizeof token);
-      if (n == 0 && ferror(stdin)) {{
-        fprintf(stderr, "error: cannot read the input\\n");
-        return 1;
-      }}
-      if (n == 0 && i == 0) return finish();
-      if (n == 0) {{
-        fprintf(stderr, "error: the input ends inside example %ld: it has %d of the %d numbers an example needs\\n",
-                example, i, {name}_IN_SIZE);
-        return 1;
-      }}
-      if (n >= (int)sizeof token) return bad_input(example, i, "(cut short) is too long for a number", token);
-      char* end;
-      double v = strtod(token, &end);
-      if (end == token || *end != 0) return bad_input(example, i, "is not a number", token);
-      if (!isfinite(v)) return bad_input(example, i, "is not a finite number", token);
-      if ({out_of_range}) return bad_input(example, i, "{range_message}", token);
-      x[i] = ({in_type})v;
-    }}
-    {name}_forward(x, {args});
-    for (int i = 0; i < {name}_OUT_SIZE; i++) printf(i ? " %.9g" : "%.9g", (double){printed}[i]);
+    int at = 0, r;
+    double v;
+{reads}
+    {name}_forward({args});
+{prints}
     printf("\\n");
   }}
 }}
 #endif
 """
+
+READ = """    for (int i = 0; i < {size}; i++, at++) {{
+      if ((r = read_value(example, at, &v)) != 0) return r < 0 ? finish() : 1;
+      if ({out_of_range}) return bad_input(example, at, "{range_message}");
+      {param}[i] = ({ctype})v;
+    }}"""
+
+PRINT = "    for (int i = 0; i < {size}; i++) printf({first}, (double){param}[i]);"
 
 SOFTMAX = """
 /* The softmax of each row, in double precision as `specgrad run` computes it. */
@@ -102,37 +117,175 @@ static void softmax_rows(const float* x, float* p, int rows, int width) {
 """
 
 
-def _input_check(dtype: str) -> tuple[str, str, str]:
-    """(what the runner reads, a C condition on the double v that refuses it, the message) for the input's dtype."""
-    if is_float(dtype):
-        return "a finite number", "fabs(v) > FLT_MAX", "is too large for a float"
-    lo, hi = (0, 1) if dtype == "bool" else (int(np.iinfo(np.dtype(dtype)).min), int(np.iinfo(np.dtype(dtype)).max))
-    return (f"a whole number from {lo} to {hi}", f"v != floor(v) || v < {lo}.0 || v > {hi}.0",
-            f"is not a whole number from {lo} to {hi} ({dtype})")  # fmt: skip
+@dataclass(frozen=True)
+class _Input:
+    """One input of the forward function: its C parameter, the buffer the captured kernels read it from, its spec
+    dtype (what the runner accepts) and the training statistics `run` standardizes it with ({}: none)."""
+
+    name: str
+    param: str
+    buf: Buffer
+    dtype: str
+    norm: dict[str, np.ndarray]
+    suffix: str  # NOTE: of the file-level names that belong to it (normalized<suffix>), "" for a model's one input
+
+    @property
+    def fed(self) -> str:
+        """What the kernels read: the parameter, or its standardized copy."""
+        return f"normalized{self.suffix}" if self.norm else self.param
 
 
-def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], Buffer, Buffer]:
-    """The kernels of one forward pass (batch of 1) on CLANG, with the input and output buffers."""
-    if len(spec.inputs) != 1 or len(spec.outputs) != 1:
-        raise SpecError.at(None, f"the C export takes a model with one input and one output; {spec.path} has "
-                           f"{len(spec.inputs)} and {len(spec.outputs)}", "export it to ONNX instead, which keeps "
-                           "every input and output")  # fmt: skip
-    ((shape, dtype),) = spec.inputs.values()
-    zeros = np.zeros((1, *shape), dtype=np.float32 if is_float(dtype) else np.int32)
-    x = Tensor(zeros, device="CLANG").realize()
-    # NOTE: a model that gives its input back in order (flatten, reshape) has no kernels; any other view of the input
-    # (an expand, a permute) is copied into place by contiguous()
-    if model(x).contiguous().lazydata.base is x.lazydata.base:
-        return [], x.lazydata.base.realized, x.lazydata.base.realized
-    jitted = TinyJit(lambda x: model(x).contiguous().realize())
-    for _ in range(3):
-        x = Tensor(zeros, device="CLANG")
-        out = jitted(x)
-    non_kernels = [i for i in jitted.items if not isinstance(getattr(i.run, "__self__", None), Runner)]
-    if non_kernels:
-        raise SpecError.at(None, f"the model of {spec.path} copies or draws random numbers in its forward pass, so "
-                           "it cannot be exported to C", "export it to ONNX instead")  # fmt: skip
-    return jitted.items, x.lazydata.base.realized, out.lazydata.base.realized
+@dataclass(frozen=True)
+class _Output:
+    """One output of the model: its buffer, what `run` applies after it (head) and the C parameters it fills."""
+
+    name: str
+    buf: Buffer
+    head: RunContract
+    params: tuple[str, ...]  # logits and probabilities, prediction, or the model's value
+    suffix: str
+
+    @property
+    def made(self) -> str:
+        """Where the model's own value goes: the first parameter, or a scratch array the target's units are put on."""
+        return f"model_out{self.suffix}" if self.head.target else self.params[0]
+
+    @property
+    def printed(self) -> str:
+        """The parameter the runner prints: the probabilities, the prediction or the model's value."""
+        return self.params[-1]
+
+
+def export_c(spec: ValidSpec, model: Model, c_path: Path, meta: dict[str, str] | None = None) -> Path:
+    """Write <name>.c and <name>.h beside it; returns the header's path. `meta` (the weights' metadata, with the task)
+    adds what `specgrad run` applies around the model: the training split's mean and std on each float input, and
+    the softmax or the target's units on each output."""
+    Device["CLANG"]  # NOTE: the export is made of CLANG kernels: fail early, with the reason, without a compiler
+    contract = contract_from_meta(spec, meta)
+    items, in_bufs, out_bufs = _capture(spec, model)
+    name = re.sub(r"\W", "_", str(spec.values["name"])).strip("_") or "model"
+    ins, outs = _ports(spec, contract, in_bufs, out_bufs)
+    before, after, more = _around(spec, ins, outs)
+    headers, kernels, arrays, calls = _kernels(items, ins, outs)
+    params = [f"const {_ctype(i.buf)}* {i.param}" for i in ins] + [f"{_ctype(o.buf)}* {p}" for o in outs
+                                                                    for p in o.params]  # fmt: skip
+    signature = f"void {name}_forward({', '.join(params)})"
+    h_path = c_path.with_suffix(".h")
+    guard = f"SPECGRAD_{name.upper()}_H"
+    h = [f"/* {spec.values['name']}: generated by specgrad export; one example per call. */", *_sizes(name, ins, outs),
+         f"{signature};"]  # fmt: skip
+    c = [*headers, "#include <math.h>", f'#include "{h_path.name}"', *kernels, *arrays, *more, f"{signature} {{",
+         *before, *calls, *after, "}", _runner(name, ins, outs)]  # fmt: skip
+    atomic_write(h_path, "\n".join([f"#ifndef {guard}", f"#define {guard}", *h, "#endif", ""]).encode())
+    atomic_write(c_path, "\n".join(c).encode())
+    return h_path
+
+
+def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], list[Buffer], list[Buffer]]:
+    """The kernels of one forward pass (batch of 1) on CLANG, with the buffer of each input and of each output."""
+    zeros = [
+        np.zeros((1, *shape), np.float32 if is_float(dtype) else np.int32) for shape, dtype in spec.inputs.values()
+    ]
+    xs = [Tensor(z, device="CLANG").realize() for z in zeros]
+    # NOTE: an output that gives an input back in order (flatten, reshape) has no kernels, and is copied from that
+    # input; any other view of an input (an expand, a permute) is copied into place by contiguous()
+    bases = [x.lazydata.base for x in xs]
+    given = [next((k for k, b in enumerate(bases) if o.contiguous().lazydata.base is b), None)
+             for o in model.outputs(*xs)]  # fmt: skip
+    computed = [k for k, g in enumerate(given) if g is None]
+
+    def forward(xs: list[Tensor]) -> list[Tensor]:
+        outs = [o.contiguous() for k, o in enumerate(model.outputs(*xs)) if k in computed]
+        Tensor.corealize(outs)
+        return outs
+
+    items: list[ExecItem] = []
+    made: dict[int, Buffer] = {}
+    if computed:
+        jitted = TinyJit(forward)
+        for _ in range(3):
+            xs = [Tensor(z, device="CLANG").realize() for z in zeros]
+            ret = jitted(xs)
+        if any(not isinstance(getattr(i.run, "__self__", None), Runner) for i in jitted.items):
+            raise SpecError.at(None, f"the model of {spec.path} copies or draws random numbers in its forward pass, "
+                               "so it cannot be exported to C", "export it to ONNX instead")  # fmt: skip
+        items, made = jitted.items, {k: t.lazydata.base.realized for k, t in zip(computed, ret)}
+    in_bufs = [x.lazydata.base.realized for x in xs]
+    return items, in_bufs, [in_bufs[g] if g is not None else made[k] for k, g in enumerate(given)]
+
+
+def _ports(spec: ValidSpec, contract: RunContract, in_bufs: list[Buffer], out_bufs: list[Buffer]
+           ) -> tuple[list[_Input], list[_Output]]:  # fmt: skip
+    """The forward function's inputs and outputs: `input` and `logits`, ... for a model with one of each; `in_<input>`
+    and `out_<output>_logits`, ... (in C's letters, made unique) for one with several."""
+    if contract.task != "multi" and len(spec.inputs) == 1 and len(spec.outputs) == 1:
+        ((name, (_, dtype)),) = spec.inputs.items()
+        return ([_Input(name, "input", in_bufs[0], dtype, contract.norm, "")],
+                [_Output(spec.outputs[0], out_bufs[0], contract, contract.outputs or ("output",), "")])  # fmt: skip
+    heads = [contract.heads.get(o, RunContract()) for o in spec.outputs]
+    wanted = [f"in_{_c_name(k)}" for k in spec.inputs]
+    wanted += [f"out_{_c_name(o)}{f'_{n}' * bool(n)}" for o, h in zip(spec.outputs, heads) for n in h.outputs or ("",)]
+    params = iter(_unique(wanted))
+    ins = [_Input(k, next(params), b, dtype, contract.inputs.get(k, {}), str(n))
+           for n, ((k, (_, dtype)), b) in enumerate(zip(spec.inputs.items(), in_bufs))]  # fmt: skip
+    outs = [_Output(o, b, h, tuple(next(params) for _ in h.outputs or ("",)), str(n))
+            for n, (o, b, h) in enumerate(zip(spec.outputs, out_bufs, heads))]  # fmt: skip
+    return ins, outs
+
+
+def _c_name(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def _unique(names: list[str]) -> list[str]:
+    """The names, each one that repeats an earlier one given a number (a-b and a_b are both a_b in C)."""
+    ret: list[str] = []
+    for n in names:
+        k, base = 2, n
+        while n in ret:
+            n, k = f"{base}_{k}", k + 1
+        ret.append(n)
+    return ret
+
+
+def _ctype(buf: Buffer) -> str:
+    return C_DIALECT.storage_type(buf.dtype)
+
+
+def _kernels(items: list[ExecItem], ins: list[_Input], outs: list[_Output]) -> tuple[list, list, list, list]:
+    """(the kernels' header chunks, the kernels, the file-level arrays, the forward function's calls and copies): each
+    buffer named once, an input by what the kernels read, an output by where its value goes, a buffer a kernel writes
+    as scratch (t<n>), any other as the weights it holds (w<n>). An output no kernel writes (an input given back, or
+    another output) is copied into place after the calls."""
+    written = {id(i.bufs[0]) for i in items}
+    names: dict[int, str] = {id(i.buf): i.fed for i in ins}
+    copied = []
+    for o in outs:
+        if id(o.buf) in names or id(o.buf) not in written:
+            copied.append(o)
+        else:
+            names[id(o.buf)] = o.made
+    headers: list[str] = []
+    kernels, arrays, calls = [], [], []
+
+    def name_of(b: Buffer) -> str:
+        if id(b) not in names:
+            ctype = _ctype(b)
+            names[id(b)] = f"{'t' if id(b) in written else 'w'}{len(names)}"
+            if id(b) in written:
+                arrays.append(f"static {ctype} {names[id(b)]}[{max(b.size, 1)}];")
+            else:
+                values = b.numpy().view(np.uint16) if b.dtype.name == "float16" else b.numpy()
+                arrays.append(f"static const {ctype} {names[id(b)]}[{max(b.size, 1)}] = {_array(values, ctype)};")
+        return names[id(b)]
+
+    for k, item in enumerate(items):
+        chunks, fn = _kernel_source(item.run.__self__, f"kernel{k}")  # type: ignore[attr-defined]
+        headers += [c for c in chunks if c not in headers]
+        kernels.append(fn)
+        calls.append(f"  kernel{k}({', '.join(name_of(b) for b in item.bufs)});")
+    calls += [f"  for (int i = 0; i < {o.buf.size}; i++) {o.made}[i] = {name_of(o.buf)}[i];" for o in copied]
+    return headers, kernels, arrays, calls
 
 
 def _kernel_source(runner: Runner, name: str) -> tuple[list[str], str]:
@@ -157,78 +310,73 @@ def _array(values: np.ndarray, ctype: str) -> str:
     return "{\n  " + ",\n  ".join(lines) + "\n}"
 
 
-def export_c(spec: ValidSpec, model: Model, c_path: Path, meta: dict[str, str] | None = None) -> Path:
-    """Write <name>.c and <name>.h beside it; returns the header's path. `meta` (the weights' metadata, with the task)
-    adds what `specgrad run` applies around the model: the training split's mean and std on the input, and the
-    softmax or the target's units on the output."""
-    Device["CLANG"]  # NOTE: the export is made of CLANG kernels: fail early, with the reason, without a compiler
-    contract = contract_from_meta(spec, meta)
-    items, inp, out = _capture(spec, model)
-    name = re.sub(r"\W", "_", str(spec.values["name"])).strip("_") or "model"
-    in_type, out_type = C_DIALECT.storage_type(inp.dtype), C_DIALECT.storage_type(out.dtype)
-    outs = contract.outputs or ("output",)
-    written = {id(i.bufs[0]) for i in items}
-    in_name, out_name = "normalized" if contract.norm else "input", "model_out" if contract.target else outs[0]
-    names: dict[int, str] = {id(inp): in_name, id(out): out_name}
-    headers: list[str] = []
-    kernels, calls, arrays = [], [], []
-    for k, item in enumerate(items):
-        chunks, fn = _kernel_source(item.run.__self__, f"kernel{k}")  # type: ignore[attr-defined]
-        headers += [c for c in chunks if c not in headers]
-        kernels.append(fn)
-        for b in item.bufs:
-            if id(b) in names:
-                continue
-            ctype = C_DIALECT.storage_type(b.dtype)
-            if id(b) in written:
-                names[id(b)] = f"t{len(names)}"
-                arrays.append(f"static {ctype} {names[id(b)]}[{max(b.size, 1)}];")
-            else:
-                names[id(b)] = f"w{len(names)}"
-                values = b.numpy().view(np.uint16) if b.dtype.name == "float16" else b.numpy()
-                arrays.append(f"static const {ctype} {names[id(b)]}[{max(b.size, 1)}] = {_array(values, ctype)};")
-        calls.append(f"  kernel{k}({', '.join(names[id(b)] for b in item.bufs)});")
-    if inp is out:  # NOTE: a model that only moves values gives its input back, in its own shape
-        calls.append(f"  for (int i = 0; i < {inp.size}; i++) {out_name}[i] = {in_name}[i];")
-    before, after, more = _around(contract, spec, in_type, out_type, out.size)
-    signature = f"void {name}_forward(const {in_type}* input, {', '.join(f'{out_type}* {o}' for o in outs)})"
-    h = (f"/* {spec.values['name']}: generated by specgrad export; one example per call. */\n"
-         f"#define {name}_IN_SIZE {inp.size}\n#define {name}_OUT_SIZE {out.size}\n{signature};\n")  # fmt: skip
-    guard = f"SPECGRAD_{name.upper()}_H"
-    h_path = c_path.with_suffix(".h")
-    what, out_of_range, range_message = _input_check(next(iter(spec.inputs.values()))[1])
-    main = MAIN.format(name=name, in_type=in_type, out_type=out_type,
-                       outs=", ".join(f"{o}[{name}_OUT_SIZE]" for o in outs), args=", ".join(outs),
-                       printed=outs[-1], what=what, out_of_range=out_of_range,
-                       range_message=range_message)  # fmt: skip
-    c = "\n".join([*headers, "#include <math.h>", f'#include "{h_path.name}"', *kernels, *arrays, *more,
-                   f"{signature} {{", *before, *calls, *after, "}", main])  # fmt: skip
-    atomic_write(h_path, f"#ifndef {guard}\n#define {guard}\n{h}#endif\n".encode())
-    atomic_write(c_path, c.encode())
-    return h_path
-
-
-def _around(c: RunContract, spec: ValidSpec, in_type: str, out_type: str, size: int) -> tuple[list, list, list]:
+def _around(spec: ValidSpec, ins: list[_Input], outs: list[_Output]) -> tuple[list, list, list]:
     """(C lines before the kernel calls, lines after them, file-level definitions) for what `specgrad run` applies
-    around the model: the input standardized into `normalized`, the output's softmax or target units."""
-    if (c.norm and in_type != "float") or ((c.target or c.task in ("classify", "language")) and out_type != "float"):
-        raise SpecError.at(None, f"the C export applies the training statistics and the softmax to float32 values "
-                           f"only; the model of {spec.path} takes {in_type} and gives {out_type}",
-                           "export it to ONNX instead")  # fmt: skip
+    around the model: each float input standardized into `normalized`, each output's softmax or target units."""
     before, after, more = [], [], []
-    if c.norm:
-        n = c.norm["mean"].size
-        more += [f"static const float norm_mean[{n}] = {_array(c.norm['mean'], 'float')};",
-                 f"static const float norm_std[{n}] = {_array(c.norm['std'], 'float')};",
-                 f"static float normalized[{n}];"]  # fmt: skip
-        before = [f"  for (int i = 0; i < {n}; i++) normalized[i] = (input[i] - norm_mean[i]) / norm_std[i];"]
-    if c.target:
-        more += [f"static const float target_mean[{size}] = {_array(c.target['mean'], 'float')};",
-                 f"static const float target_std[{size}] = {_array(c.target['std'], 'float')};",
-                 f"static float model_out[{size}];"]  # fmt: skip
-        after = [f"  for (int i = 0; i < {size}; i++) prediction[i] = model_out[i] * target_std[i] + target_mean[i];"]
-    if c.task in ("classify", "language"):
-        width = spec.output_shape(spec.outputs[0])[-1]
-        more.append(SOFTMAX)
-        after = [f"  softmax_rows(logits, probabilities, {size // width}, {width});"]
+    for i in ins:
+        if i.norm and _ctype(i.buf) != "float":
+            _not_float(spec, f"takes {_ctype(i.buf)} for the input {i.name}")
+        if i.norm:
+            n, s = i.buf.size, i.suffix
+            more += [f"static const float norm_mean{s}[{n}] = {_array(i.norm['mean'], 'float')};",
+                     f"static const float norm_std{s}[{n}] = {_array(i.norm['std'], 'float')};",
+                     f"static float normalized{s}[{n}];"]  # fmt: skip
+            before.append(f"  for (int i = 0; i < {n}; i++) {i.fed}[i] = ({i.param}[i] - norm_mean{s}[i]) / "
+                          f"norm_std{s}[i];")  # fmt: skip
+    for o in outs:
+        softmax = o.head.task in ("classify", "language")
+        if (o.head.target or softmax) and _ctype(o.buf) != "float":
+            _not_float(spec, f"gives {_ctype(o.buf)} for the output {o.name}")
+        n, s = o.buf.size, o.suffix
+        if o.head.target:
+            more += [f"static const float target_mean{s}[{n}] = {_array(o.head.target['mean'], 'float')};",
+                     f"static const float target_std{s}[{n}] = {_array(o.head.target['std'], 'float')};",
+                     f"static float {o.made}[{n}];"]  # fmt: skip
+            after.append(f"  for (int i = 0; i < {n}; i++) {o.params[0]}[i] = {o.made}[i] * target_std{s}[i] + "
+                         f"target_mean{s}[i];")  # fmt: skip
+        if softmax:
+            width = spec.output_shape(o.name)[-1]
+            more += [SOFTMAX] if SOFTMAX not in more else []
+            after.append(f"  softmax_rows({o.params[0]}, {o.params[1]}, {n // width}, {width});")
     return before, after, more
+
+
+def _not_float(spec: ValidSpec, what: str) -> None:
+    raise SpecError.at(None, f"the C export applies the training statistics and the softmax to float32 values only; "
+                       f"the model of {spec.path} {what}", "export it to ONNX instead")  # fmt: skip
+
+
+def _sizes(name: str, ins: list[_Input], outs: list[_Output]) -> list[str]:
+    """The header's size macros: the numbers the runner reads and prints per example (IN_SIZE, OUT_SIZE), and for a
+    model with several inputs or outputs the size of each parameter."""
+    lines = [f"#define {name}_IN_SIZE {sum(i.buf.size for i in ins)}",
+             f"#define {name}_OUT_SIZE {sum(o.buf.size for o in outs)}"]  # fmt: skip
+    if len(ins) > 1 or len(outs) > 1 or ins[0].param != "input":
+        lines += [f"#define {name}_{i.param}_SIZE {i.buf.size}  /* the input {i.name} */" for i in ins]
+        lines += [f"#define {name}_{p}_SIZE {o.buf.size}  /* the output {o.name} */" for o in outs for p in o.params]
+    return lines
+
+
+def _input_check(dtype: str) -> tuple[str, str]:
+    """(a C condition on the double v that refuses it as a value of the input's dtype, the message)."""
+    if is_float(dtype):
+        return "fabs(v) > FLT_MAX", "is too large for a float"
+    lo, hi = (0, 1) if dtype == "bool" else (int(np.iinfo(np.dtype(dtype)).min), int(np.iinfo(np.dtype(dtype)).max))
+    return f"v != floor(v) || v < {lo}.0 || v > {hi}.0", f"is not a whole number from {lo} to {hi} ({dtype})"
+
+
+def _runner(name: str, ins: list[_Input], outs: list[_Output]) -> str:
+    """The command-line runner's main(): reads each example's inputs in order, prints its outputs on one line."""
+    arrays = [f"  static {_ctype(i.buf)} {i.param}[{max(i.buf.size, 1)}];" for i in ins]
+    arrays += [f"  static {_ctype(o.buf)} {p}[{max(o.buf.size, 1)}];" for o in outs for p in o.params]
+    reads = [READ.format(size=i.buf.size, param=i.param, ctype=_ctype(i.buf), out_of_range=cond, range_message=says)
+             for i in ins for cond, says in [_input_check(i.dtype)]]  # fmt: skip
+    prints = [PRINT.format(size=o.buf.size, param=o.printed, first='i ? " %.9g" : "%.9g"' if k == 0 else '" %.9g"')
+              for k, o in enumerate(outs)]  # fmt: skip
+    several = len(ins) > 1 or len(outs) > 1
+    layout = ", ".join(f"{i.name} ({i.buf.size})" for i in ins) if several else "the input's values"
+    printed = ", ".join(f"{o.printed} ({o.buf.size})" for o in outs) if several else outs[0].printed
+    return RUNNER.format(name=name, layout=layout, printed=printed, arrays="\n".join(arrays), reads="\n".join(reads),
+                         args=", ".join([i.param for i in ins] + [p for o in outs for p in o.params]),
+                         prints="\n".join(prints))  # fmt: skip

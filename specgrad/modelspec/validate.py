@@ -260,7 +260,7 @@ def validate_file(
                                     data_files if init_file is None else init_file)  # fmt: skip
     _raise(problems)
     outputs = outputs or (steps[-1].name,)
-    _raise(_check_losses(root, outputs) + _check_exports(root, inputs, outputs))
+    _raise(_check_losses(root, outputs))
     values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)
               for k, f in TOP.fields.items()}  # fmt: skip
     spec = ValidSpec(str(path), values, {k: (s, d) for k, (s, d, _) in inputs.items()}, tuple(steps), outputs,
@@ -484,17 +484,6 @@ def _check_losses(root: YNode, outputs: tuple[str, ...]) -> list[Problem]:
         problems.append(Problem("every output's weight in train.losses is 0, so there would be nothing to learn",
                                 losses.loc, "give at least one output a weight above 0"))  # fmt: skip
     return problems
-
-
-def _check_exports(root: YNode, inputs: dict, outputs: tuple[str, ...]) -> list[Problem]:
-    """The C export takes one input and one output."""
-    export = root.get("export")
-    items = export.value if export is not None and export.kind == "seq" else []
-    if len(inputs) == 1 and len(outputs) == 1:
-        return []
-    return [Problem(f"export: c writes a program with one input and one output, but the model has {len(inputs)} "
-                    f"input{'s' * (len(inputs) > 1)} and {len(outputs)} output{'s' * (len(outputs) > 1)}", x.loc,
-                    "remove c (onnx keeps every input and output)") for x in items if x.value == "c"]  # fmt: skip
 
 
 def _check_needs_validation(root: YNode) -> list[Problem]:

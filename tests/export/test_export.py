@@ -90,6 +90,9 @@ def test_a_model_that_only_moves_values_exports_to_c(tmp_path: Path, cc: str) ->
         def __call__(self, t: Tensor) -> Tensor:
             return self.forward(t)
 
+        def outputs(self, t: Tensor) -> tuple[Tensor, ...]:
+            return (self.forward(t),)
+
     cases = {"flat": model, "permuted": Moves(lambda t: t.permute(0, 2, 1).reshape(1, 6)),
              "expanded": Moves(lambda t: t[:, :1, :1].expand(1, 2, 3).reshape(1, 6))}  # fmt: skip
     for name, m in cases.items():
@@ -122,3 +125,57 @@ def test_whole_number_inputs_export_to_c(dtype: str, tmp_path: Path, cc: str) ->
     np.testing.assert_allclose(np.array(out.split(), np.float32), model(Tensor(x)).numpy().reshape(-1), rtol=1e-5)
     bad = subprocess.run([str(binary)], input="1 0 2.5\n", capture_output=True, text=True)
     assert bad.returncode == 1 and "is not a whole number" in bad.stderr
+
+
+PORTS = """specgrad: 1
+name: ports
+inputs:
+  tok: {shape: [4], dtype: int32}
+  x-1: {shape: [3]}
+  x_1: {shape: [2]}
+model:
+  graph:
+    - {name: emb, layer: embedding, vocab: 10, dim: 2, from: tok}
+    - {name: flat, layer: flatten, from: emb}
+    - {name: both, op: concat, from: [flat, x-1, x_1]}
+    - {name: float, layer: linear, out: 3, from: both}
+    - {name: same, layer: flatten, from: x-1}
+  outputs: [float, same]
+"""
+
+
+def test_several_inputs_and_outputs_export_to_c(tmp_path: Path, cc: str) -> None:
+    """A parameter per input and per output in the spec's order, named in C's letters and made unique (x-1 and x_1),
+    C keywords kept apart (an output named float); an output that gives an input back is copied from it; the runner
+    reads each example's inputs in order, each checked against its own dtype, and prints every output on one line."""
+    from specgrad import Tensor
+    from specgrad.export.c import export_c
+    from specgrad.modelspec.builder import build_model
+    from specgrad.modelspec.validate import validate_file
+
+    (tmp_path / "s.yaml").write_text(PORTS)
+    spec = validate_file(tmp_path / "s.yaml")
+    model = build_model(spec, seed=3)
+    export_c(spec, model, tmp_path / "p.c")
+    header = (tmp_path / "p.h").read_text()
+    assert ("void ports_forward(const int* in_tok, const float* in_x_1, const float* in_x_1_2, float* out_float, "
+            "float* out_same);") in header  # fmt: skip
+    assert "#define ports_IN_SIZE 9\n#define ports_OUT_SIZE 6\n" in header
+    assert "#define ports_in_x_1_2_SIZE 2  /* the input x_1 */" in header
+    binary = tmp_path / "p"
+    subprocess.run([cc, "-O1", "-Wall", "-Werror", "-DSPECGRAD_MAIN", str(tmp_path / "p.c"), "-o", str(binary), "-lm"],
+                   check=True)  # fmt: skip
+    rng = np.random.default_rng(0)
+    tok, a, b = rng.integers(0, 10, (5, 4)).astype(np.int32), rng.normal(size=(5, 3)), rng.normal(size=(5, 2))
+    text = "\n".join(" ".join(repr(v) for v in row) for row in np.concatenate([tok, a, b], axis=1).tolist())
+    out = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True).stdout
+    printed = np.array([line.split() for line in out.splitlines()], np.float32)
+    want = [o.numpy() for o in model.outputs(Tensor(tok), Tensor(a.astype(np.float32)), Tensor(b.astype(np.float32)))]
+    np.testing.assert_allclose(printed, np.concatenate(want, axis=1), rtol=1e-5, atol=1e-6)
+    for bad, said in [
+        ("1 2 3 9.5", "value 3 (counting from 0): '9.5' is not a whole number"),
+        ("1 2 3 4 0.5 0.5 0.5 0.5 1e39", "value 8 (counting from 0): '1e39' is too large for a float"),
+        ("1 2 3 4 0.5", "the input ends inside example 0: it has 5 of the 9 numbers an example needs"),
+    ]:
+        ran = subprocess.run([str(binary)], input=bad, capture_output=True, text=True)
+        assert ran.returncode == 1 and said in ran.stderr and ran.stdout == "", ran.stderr

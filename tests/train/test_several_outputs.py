@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -15,9 +16,10 @@ from specgrad.cli.main import app
 from typer.testing import CliRunner
 
 from specgrad import Tensor
+from specgrad.modelspec.builder import build_model
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.validate import validate_file
-from specgrad.nn.state import get_state_dict, safe_load
+from specgrad.nn.state import get_state_dict, load_state_dict, safe_load, safe_save
 from specgrad.train.data import batches, fields, load_data
 from specgrad.train.trainer import Trainer
 
@@ -179,8 +181,43 @@ def test_onnx_export_computes_what_run_prints(trained: Path, tmp_path: Path) -> 
         np.testing.assert_allclose(got["load.prediction"], z["load"], rtol=1e-5, atol=1e-5)
     props = {p.key: p.value for p in __import__("onnx").load(str(tmp_path / "m.onnx")).metadata_props}
     assert props["task"] == "multi" and json.loads(props["outputs"])["fault"]["task"] == "classify"
+
+
+def test_the_c_program_computes_what_run_prints(trained: Path, tmp_path: Path, cc: str) -> None:
+    """The runner reads each example's inputs in the spec's order and prints fault's probabilities, then load's
+    prediction; a bad value is counted across the whole example."""
+    with np.load(EXAMPLE.with_suffix(".npz")) as z:
+        sensor, context = z["sensor"][:7], z["context"][:7]
+    np.savez(tmp_path / "in.npz", sensor=sensor, context=context)
     result = runner.invoke(app, ["export", str(trained), "--format", "c", "--out", str(tmp_path / "m.c")])
-    assert result.exit_code == 1 and "export it to ONNX instead" in result.output
+    assert result.exit_code == 0, result.output
+    assert "reads each example's sensor, then context" in result.output
+    assert "prints fault's probabilities, then load's prediction" in result.output
+    assert (
+        "void two_heads_forward(const float* in_sensor, const float* in_context, float* out_fault_logits, "
+        "float* out_fault_probabilities, float* out_load_prediction);"
+    ) in (tmp_path / "m.h").read_text()
+    ran = runner.invoke(app, ["run", str(trained), "--input", str(tmp_path / "in.npz"), "--output",
+                              str(tmp_path / "out.npz")])  # fmt: skip
+    assert ran.exit_code == 0, ran.output
+    binary = tmp_path / "m"
+    subprocess.run([cc, "-O2", "-DSPECGRAD_MAIN", str(tmp_path / "m.c"), "-o", str(binary), "-lm"], check=True)
+    text = "\n".join(" ".join(repr(v) for v in [*s.tolist(), *c.tolist()]) for s, c in zip(sensor, context))
+    out = subprocess.run([str(binary)], input=text, capture_output=True, text=True, check=True).stdout
+    printed = np.array([line.split() for line in out.splitlines()], np.float64)
+    with np.load(tmp_path / "out.npz") as z:
+        np.testing.assert_allclose(printed[:, :2], z["fault"], rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(printed[:, 2:], z["load"], rtol=1e-5, atol=1e-5)
+    bad = subprocess.run([str(binary)], input=" ".join(["0.5"] * 9) + " oops 1", capture_output=True, text=True)
+    assert bad.returncode == 1 and "example 0, value 9 (counting from 0): 'oops' is not a number" in bad.stderr
+
+
+def test_a_spec_that_asks_for_every_export_gets_them(folder: Path) -> None:
+    spec = edited(folder, "train:\n", "export: [onnx, c]\ntrain:\n")
+    result = runner.invoke(app, ["train", str(spec), "--out", str(folder / "runs"), "--epochs", "1"])
+    assert result.exit_code == 0, result.output
+    (run,) = (folder / "runs").iterdir()
+    assert {p.name for p in run.iterdir()} >= {"model.onnx", "model.c", "model.h"}
 
 
 SPEC_MISTAKES = [
@@ -198,9 +235,6 @@ SPEC_MISTAKES = [
     ("  losses:\n    fault: {loss: cross_entropy}\n    load: {loss: mse, weight: 0.5}", "",
      ["two_heads.yaml:16:12: error: the model has 2 outputs (fault, load), so training needs a loss for each of "
       "them\n  hint: add train.losses, e.g. losses: {fault: {loss: cross_entropy}, load: {loss: mse, weight: 0.5}}"]),
-    ("train:\n", "export: [onnx, c]\ntrain:\n",
-     ["two_heads.yaml:18:16: error: export: c writes a program with one input and one output, but the model has 2 "
-      "inputs and 2 outputs\n  hint: remove c (onnx keeps every input and output)"]),
 ]  # fmt: skip
 
 
@@ -304,3 +338,32 @@ def test_token_inputs_and_a_class_per_position(tmp_path: Path) -> None:
     np.savez(tmp_path / "in.npz", tok=tok[:2] + 30, num=num[:2])
     result = runner.invoke(app, ["run", str(run), "--input", str(tmp_path / "in.npz")])
     assert result.exit_code == 1 and "outside the model's vocabulary (0..19)" in result.output
+
+
+def test_weights_another_tool_wrote_take_each_outputs_task_from_its_loss(trained: Path, tmp_path: Path,
+                                                                         cc: str) -> None:  # fmt: skip
+    """Without a task in the weights' metadata, fault (cross_entropy) is served as a classifier and load (mse) as a
+    regression without statistics, by run and by the C export alike."""
+    bare = tmp_path / "bare.safetensors"
+    safe_save(safe_load(trained / "model.safetensors"), bare)
+    with np.load(EXAMPLE.with_suffix(".npz")) as z:
+        sensor, context = z["sensor"][:4], z["context"][:4]
+    np.savez(tmp_path / "in.npz", sensor=sensor, context=context)
+    for args in (
+        ["run", str(EXAMPLE), "--weights", str(bare), "--input", str(tmp_path / "in.npz"), "--output",
+         str(tmp_path / "out.npz")],
+        ["export", str(EXAMPLE), "--weights", str(bare), "--format", "c", "--out", str(tmp_path / "m.c")],
+    ):  # fmt: skip
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+    subprocess.run([cc, "-O1", "-DSPECGRAD_MAIN", str(tmp_path / "m.c"), "-o", str(tmp_path / "m"), "-lm"], check=True)
+    text = "\n".join(" ".join(repr(v) for v in [*s.tolist(), *c.tolist()]) for s, c in zip(sensor, context))
+    out = subprocess.run([str(tmp_path / "m")], input=text, capture_output=True, text=True, check=True).stdout
+    printed = np.array([line.split() for line in out.splitlines()], np.float64)
+    model = build_model(validate_file(EXAMPLE))
+    load_state_dict(model, safe_load(bare))
+    fault, load = (t.numpy() for t in model.outputs(Tensor(sensor), Tensor(context)))
+    with np.load(tmp_path / "out.npz") as z:
+        np.testing.assert_allclose(z["load"], load, rtol=1e-5)  # NOTE: no statistics: the model's own numbers
+        np.testing.assert_allclose(z["fault"].sum(-1), 1, rtol=1e-6)
+        np.testing.assert_allclose(printed, np.concatenate([z["fault"], z["load"]], axis=1), rtol=1e-5, atol=1e-6)
