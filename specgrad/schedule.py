@@ -377,8 +377,59 @@ def _rewrite_reduce_kernel(si: ScheduleItem, copies: dict[tuple, LazyBuffer]) ->
     """si as the kernels the passes below make of it; only a reduce kernel has anything they change."""
     if si.ast.op is not BufferOps.STORE or not any(isinstance(x.op, ReduceOps) for x in si.ast.lazyops()):
         return [si]
-    flat = _flatten_reads(si, copies)
+    flat = [y for x in _pad_reads(si, copies) for y in _flatten_reads(x, copies)]
     return [item for x in flat for split in _split_reduce(x) for item in _pack_operand(split)]
+
+
+# *** reads through padding ***
+# NOTE: a buffer read through a pad (a convolution's input) is a masked load: each element is checked against the
+# pad's bounds, and no vector load can serve it, as the lanes at an edge fall partly outside. Inside a reduce that
+# reads each element many times (every output channel reads the input again) that cost is paid on every read, so the
+# padded layout is copied once, zeros included, and the kernel reads the copy without a mask. One copy serves every
+# kernel of the schedule that reads the buffer through the same pad.
+
+
+def _pad_reads(si: ScheduleItem, copies: dict[tuple, LazyBuffer]) -> list[ScheduleItem]:
+    """[copy kernels for the padded reads that need one, si reading the copies] or [si]; `copies` is the schedule's."""
+    reduces = [x for x in si.ast.lazyops() if isinstance(x.op, ReduceOps)]
+    loads = [x for r in reduces for x in r.src[0].lazyops() if x.op is BufferOps.LOAD and _padded(x.arg.st)]
+    if not loads:
+        return [si]
+    items, inputs, unmasked = [], list(si.inputs), {}
+    for load in dedup(loads):
+        first, dtype = load.arg.st.views[0], load.arg.dtype
+        kept = [d for d, stride in enumerate(first.strides) if stride != 0]
+        layout = View.create([first.shape[d] for d in kept], [first.strides[d] for d in kept], first.offset,
+                             [first.full_mask()[d] for d in kept])  # fmt: skip
+        operand = si.inputs[load.arg.idx - 1]
+        if (key := (operand, layout, dtype)) not in copies:
+            copies[key] = _scratch(operand, layout.shape, dtype)
+            read = LazyOp(BufferOps.LOAD, (), MemBuffer(1, dtype, ShapeTracker((layout,))))
+            copy = LazyOp(BufferOps.STORE, (read,), MemBuffer(0, dtype, ShapeTracker.from_shape(layout.shape)))
+            items.append(ScheduleItem(copy, copies[key], (operand,), si.var_vals))
+        inputs.append(copies[key])
+        strides = dict(zip(kept, View.create(layout.shape).strides))
+        plain = View.create(first.shape, [strides.get(d, 0) for d in range(len(first.shape))])
+        st = ShapeTracker((plain, *load.arg.st.views[1:])).simplify()
+        unmasked[load] = LazyOp(BufferOps.LOAD, (), MemBuffer(len(inputs), dtype, st))
+    ast, used = _renumber(_rewrite(si.ast, lambda x, srcs: unmasked.get(x) or LazyOp(x.op, srcs, x.arg)), tuple(inputs))
+    return [*items, ScheduleItem(ast, si.out, used, si.var_vals)]
+
+
+def _padded(st: ShapeTracker) -> bool:
+    """The first view is a pad (masked) of a layout, repeated only along unmasked axes, and the kernel reads each
+    element of it several times: copying the padded layout costs one pass over what the kernel reads many times."""
+    first = st.views[0]
+    if first.mask is None or not all(isinstance(x, int) for v in st.views for x in (*v.shape, *v.strides, v.offset)):
+        return False
+    if any(stride == 0 and (lo, hi) != (0, size) for size, stride, (lo, hi) in zip(first.shape, first.strides,
+                                                                                   first.mask)):  # fmt: skip
+        return False
+    layout = prod(size for size, stride in zip(first.shape, first.strides) if stride != 0)
+    return prod(st.shape) >= PAD_COPY_REPEATS * layout
+
+
+PAD_COPY_REPEATS = 4  # NOTE: reads per element of the padded layout from which its copy repays its pass
 
 
 # *** reads through a reshape of a permuted view ***

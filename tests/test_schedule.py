@@ -251,3 +251,59 @@ def test_multi_head_attention_trains_with_no_strided_fallback_in_its_matmuls() -
     m(x).square().mean().backward()
     grads = [x.grad, m.in_proj_weight.grad, m.out_proj.weight.grad]
     assert _multi_view_reads_in_reduces(create_schedule([g.lazydata for g in grads])) == 0
+
+
+# *** reads through padding ***
+
+
+def _masked_reads_in_reduces(sched: list) -> int:
+    return sum(
+        1
+        for si in sched
+        if any(isinstance(x.op, ReduceOps) for x in si.ast.lazyops())
+        for x in si.ast.lazyops()
+        if x.op is BufferOps.LOAD and any(v.mask is not None for v in x.arg.st.views)
+    )
+
+
+def _conv_np(x: np.ndarray, w: np.ndarray, pad: int) -> np.ndarray:
+    padded = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    windows = np.lib.stride_tricks.sliding_window_view(padded, w.shape[2:], axis=(2, 3))  # (N, C, H, W, kh, kw)
+    return np.einsum("nchwij,ocij->nohw", windows, w.astype(np.float64))
+
+
+def test_a_padded_convolution_reads_its_input_from_one_padded_copy() -> None:
+    """Every output channel reads the padded input again: the pad is copied once (zeros included), so the
+    convolution's loads carry no bounds checks and can be vector loads."""
+    x, w = realized(2, 3, 16, 16), realized(8, 3, 3, 3, seed=1)
+    out = x.conv2d(w, padding=1)
+    kernels = check_schedule(out, 2)
+    assert _masked_reads_in_reduces(kernels) == 0
+    np.testing.assert_allclose(out.numpy(), _conv_np(x.numpy(), w.numpy(), 1), rtol=1e-5, atol=1e-5)
+
+
+def test_a_read_once_through_a_pad_is_left_alone() -> None:
+    """A plain sum of a padded tensor reads each element once: a copy would only add a pass."""
+    x = realized(8, 8)
+    kernels = check_schedule(x.pad(((0, 0), (2, 2))).sum(-1), 1)
+    assert _masked_reads_in_reduces(kernels) == 1
+
+
+def test_convolution_gradients_share_the_padded_copy() -> None:
+    """The forward convolution and the weight gradient read the input through the same pad: one copy serves both,
+    and the gradients are right."""
+    x, w = Tensor(realized(2, 4, 12, 12).numpy(), requires_grad=True), Tensor(realized(6, 4, 3, 3, seed=1).numpy(),
+                                                                            requires_grad=True)  # fmt: skip
+    g = realized(2, 6, 12, 12, seed=2)
+    out = x.conv2d(w, padding=1)
+    (out * g).sum().backward()
+    assert w.grad is not None and x.grad is not None
+    sched = create_schedule([out.lazydata, w.grad.lazydata])
+    pad_copies = [si for si in sched if si.ast.op is BufferOps.STORE and si.out.shape == (2, 4, 14, 14)]
+    assert len(pad_copies) == 1 and _masked_reads_in_reduces(sched) == 0
+    run_schedule(sched)
+    xn, wn, gn = x.numpy().astype(np.float64), w.numpy().astype(np.float64), g.numpy().astype(np.float64)
+    windows = np.lib.stride_tricks.sliding_window_view(np.pad(xn, ((0, 0), (0, 0), (1, 1), (1, 1))), (3, 3),
+                                                       axis=(2, 3))  # fmt: skip
+    np.testing.assert_allclose(w.grad.numpy(), np.einsum("nchwij,nohw->ocij", windows, gn), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(out.numpy(), _conv_np(xn, wn, 1), rtol=1e-5, atol=1e-5)
