@@ -205,10 +205,17 @@ def bench_command(
         float | None, typer.Option(min=0.0, help="seconds of timed runs per side of a workload (default 1; 0.1 quick)")
     ] = None,
     repeat: Annotated[int, typer.Option(min=1, help="at most this many timed runs per side")] = 100,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="threads of specgrad, numpy's BLAS and PyTorch alike (default: all cores)")
+    ] = None,
+    compare: Annotated[
+        Path | None, typer.Option(help="a --json document of an earlier run: also print each workload's change")
+    ] = None,
 ) -> None:
-    """Time matmul, elementwise, reductions, conv2d, training steps and start-up against numpy and PyTorch."""
+    """Time matmul, elementwise, reductions, conv2d, training steps and start-up against numpy and PyTorch, every
+    side on the same number of threads."""
     with handled():
-        bench(device, as_json, only or [], quick, seconds, repeat)
+        bench(device, as_json, only or [], quick, seconds, repeat, threads, compare)
 
 
 @app.command("schema")

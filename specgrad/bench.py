@@ -1,12 +1,14 @@
 """`specgrad bench`: kernel and training workloads timed against numpy (and PyTorch where installed) in one run.
 
-Every figure is a ratio to a reference measured in the same process, never an absolute time; each workload also
-checks its result against the reference once. Imports the public API (Tensor, nn, Device, TinyJit, flags) only.
+Every figure is a ratio to a reference measured in the same process at the same thread count, never an absolute
+time; each workload also checks its result against the reference once. Compute-bound rows also give their share of
+the CPU's peak. Imports the public API (Tensor, nn, Device, TinyJit, flags) and the CLANG runtime's CPU facts.
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import dataclasses
 import itertools
 import json
@@ -25,12 +27,13 @@ from typing import Any
 
 import numpy as np
 
-from specgrad import Device, Tensor, TinyJit, nn
+from specgrad import Context, Device, Tensor, TinyJit, nn
 from specgrad.device import DeviceUnavailable
+from specgrad.flags import CPU_TARGET, THREADS
 from specgrad.helpers import cores
 from specgrad.nn.optim import Adam
 from specgrad.nn.state import get_parameters, get_state_dict
-from specgrad.runtime.ops_clang import thread_count
+from specgrad.runtime.ops_clang import find_compiler, target_macros, thread_count
 
 # ***** models *****
 
@@ -155,6 +158,7 @@ class Result:
     ratio: float | None = None
     target: float | None = None
     met: bool | None = None
+    peak_share: float | None = None  # GFLOP/s rows: specgrad's figure / the CPU's peak (see Peak); None: unknown
 
     @staticmethod
     def of(name: str, unit: str, value: float, reference: str | None = None, reference_value: float | None = None,
@@ -197,6 +201,104 @@ def _count(n: int) -> str:
     return f"{n >> 20}M" if n % (1 << 20) == 0 else f"{n >> 10}K" if n % (1 << 10) == 0 else str(n)
 
 
+# ***** the same thread count for every side, and the CPU's peak *****
+
+
+def _blas_library() -> Any:
+    """The OpenBLAS numpy loaded (found among the process's mapped files), or None (another BLAS, or not Linux)."""
+    try:
+        maps = Path("/proc/self/maps").read_text()
+    except OSError:
+        return None
+    paths = sorted({line.split()[-1] for line in maps.splitlines() if "openblas" in line.rsplit("/", 1)[-1].lower()})
+    return ctypes.CDLL(paths[0]) if paths else None
+
+
+def _blas_call(lib: Any, verb: str) -> Any:
+    """OpenBLAS's openblas_<verb>_num_threads under the names its builds export (numpy's is scipy_openblas...64_)."""
+    for name in (f"openblas_{verb}_num_threads", f"scipy_openblas_{verb}_num_threads64_",
+                 f"openblas_{verb}_num_threads64_"):  # fmt: skip
+        if hasattr(lib, name):
+            return getattr(lib, name)
+    return None
+
+
+@contextmanager
+def held_threads(n: int) -> Iterator[dict[str, int | None]]:
+    """Run specgrad (the CLANG device's THREADS), numpy's BLAS and PyTorch on `n` threads for the block, and restore
+    them after; yields the count each side runs at, None where it cannot be set (a BLAS other than OpenBLAS, or no
+    torch): the reference then runs at its own default, and the report says so."""
+    held: dict[str, int | None] = {"specgrad": n, "numpy": None, "torch": None}
+    lib = _blas_library()
+    get, put = (_blas_call(lib, "get"), _blas_call(lib, "set")) if lib is not None else (None, None)
+    before_blas = get() if get is not None and put is not None else None
+    try:
+        import torch
+
+        before_torch: int | None = torch.get_num_threads()
+    except ImportError:
+        before_torch = None
+    try:
+        if before_blas is not None:
+            put(n)
+            held["numpy"] = get()
+        if before_torch is not None:
+            torch.set_num_threads(n)
+            held["torch"] = torch.get_num_threads()
+        with Context(THREADS=n):
+            yield held
+    finally:
+        if before_blas is not None:
+            put(before_blas)
+        if before_torch is not None:
+            torch.set_num_threads(before_torch)
+
+
+@dataclass(frozen=True)
+class Peak:
+    """The CPU's peak float32 GFLOP/s at the bench's thread count: threads x clock x FLOPs per cycle, where FLOPs
+    per cycle are vector lanes x 2 pipes x 2 with fused multiply-add (1 without). The lanes are the CLANG device's
+    proven vector width, FMA what the compiler enables for CPU_TARGET; the two pipes are assumed (two FMA units per
+    core, as on Intel since Haswell, AMD since Zen 2 and Arm Neoverse V); the clock is cpufreq's maximum, else the
+    current clock in /proc/cpuinfo."""
+
+    gflops: float
+    derivation: str
+
+    @staticmethod
+    def of_cpu(threads: int) -> Peak | None:
+        """None off the CLANG device's CPU facts (no compiler) or where the clock is not known."""
+        clock = _clock_ghz()
+        try:
+            lanes = Device["CLANG"].opts.vector_bytes // 4  # type: ignore[attr-defined]
+            macros = target_macros(find_compiler(), str(CPU_TARGET.value))
+        except DeviceUnavailable:
+            return None
+        if clock is None or lanes == 0:
+            return None
+        fma = "__FMA__" in macros or "__ARM_FEATURE_FMA" in macros
+        used = min(threads, cores())
+        per_cycle = lanes * 2 * (2 if fma else 1)
+        fma_text = f"{lanes} float lanes x 2 FMA units x 2" if fma else f"{lanes} float lanes x 2 pipes (no FMA)"
+        return Peak(used * clock[0] * per_cycle,
+                    f"{used} core{'s' * (used > 1)} x {clock[0]:.2f} GHz ({clock[1]}) x {per_cycle} FLOP/cycle "
+                    f"({fma_text}; two units per core assumed)")  # fmt: skip
+
+
+def _clock_ghz() -> tuple[float, str] | None:
+    """(the CPU's clock in GHz, where it was read), or None."""
+    try:
+        return int(Path("/sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq").read_text()) / 1e6, "cpufreq maximum"
+    except (OSError, ValueError):
+        pass
+    try:
+        lines = Path("/proc/cpuinfo").read_text().splitlines()
+    except OSError:
+        return None
+    mhz = [float(line.split(":", 1)[1]) for line in lines if line.startswith("cpu MHz")]
+    return (mhz[0] / 1e3, "/proc/cpuinfo's current clock") if mhz else None
+
+
 # ***** kernel workloads: specgrad vs numpy *****
 
 
@@ -217,9 +319,10 @@ DEFAULT = Sizes()
 QUICK = Sizes(matmul=(64, 128), elementwise=64 << 10, reduce=64 << 10, softmax=(128, 256),
               conv=((4, 4, 8, 8), (8, 4, 3, 3)), batch=(16, 8, 2), gpt=(32, 4, 16))  # fmt: skip
 
-# the goals (ratios to the reference, higher is better; seconds for start-up); the GPU's matmul goal is lower
-TARGETS: dict[str, float | None] = {"matmul": 0.5, "matmul GPU": 0.25, "elementwise": 0.8, "sum": 1.0, "softmax": 1.0,
-                                    "conv2d": 0.5, "train": 1.0, "start cold": 3.0, "start warm": 1.0}  # fmt: skip
+# the goals (ratios to the reference at the same thread count, higher is better; seconds for start-up); the GPU's
+# matmul goal is lower
+TARGETS: dict[str, float | None] = {"matmul": 0.8, "matmul GPU": 0.25, "elementwise": 0.9, "sum": 1.0, "softmax": 1.0,
+                                    "conv2d": 0.8, "train": 1.0, "start cold": 2.0, "start warm": 1.0}  # fmt: skip
 
 
 def compare(name: str, target: float | None, unit: str, timer: Timer, expected: np.ndarray,
@@ -288,19 +391,89 @@ def conv2d_np(x: np.ndarray, w: np.ndarray) -> np.ndarray:
     return (cols @ w.reshape(cout, -1).T).reshape(n, h, wd, cout).transpose(0, 3, 1, 2)
 
 
+def conv2d_grads_np(x: np.ndarray, w: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The input and weight gradients of conv2d_np for the output gradient g: the im2col matmul's, with the column
+    gradients added back into the padded input window by window."""
+    (n, c, h, wd), (cout, _, kh, kw) = x.shape, w.shape
+    padded = np.pad(x, ((0, 0), (0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2)))
+    cols = np.lib.stride_tricks.sliding_window_view(padded, (kh, kw), axis=(2, 3))
+    cols = cols.transpose(0, 2, 3, 1, 4, 5).reshape(n * h * wd, c * kh * kw)
+    g2 = g.transpose(0, 2, 3, 1).reshape(n * h * wd, cout)
+    dw = (g2.T @ cols).reshape(w.shape)
+    dcols = (g2 @ w.reshape(cout, -1)).reshape(n, h, wd, c, kh, kw)
+    dpad = np.zeros_like(padded)
+    for i in range(kh):
+        for j in range(kw):
+            dpad[:, :, i : i + h, j : j + wd] += dcols[..., i, j].transpose(0, 3, 1, 2)
+    return dpad[:, :, kh // 2 : kh // 2 + h, kw // 2 : kw // 2 + wd], dw
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch
+
+
 def bench_conv2d(shapes: tuple[tuple[int, ...], tuple[int, ...]], timer: Timer) -> Result:
+    """The forward convolution, against PyTorch's at the same thread count (numpy's im2col + matmul without it)."""
     rng = np.random.default_rng(0)
     x_np, w_np = rng.standard_normal(shapes[0], dtype=np.float32), rng.standard_normal(shapes[1], dtype=np.float32)
     x, w = Tensor(x_np).realize(), Tensor(w_np).realize()
     (n, _, h, wd), (cout, c, kh, kw) = shapes
     flops = 2 * n * cout * h * wd * c * kh * kw
+    ref: tuple[str, Callable[[], object], float] = ("numpy im2col+matmul", lambda: conv2d_np(x_np, w_np), flops)
+    if (torch := _torch()) is not None:
+        tx, tw = torch.from_numpy(x_np), torch.from_numpy(w_np)
+        ref = (f"torch conv2d, {_threads(torch.get_num_threads())}", lambda: torch.conv2d(tx, tw, padding=1), flops)
     return compare(f"conv2d {_shape(shapes[0])}*{_shape(shapes[1])} pad 1",
                    TARGETS["conv2d"], "GFLOP/s", timer, conv2d_np(x_np, w_np),
-                   (lambda x, w: x.conv2d(w, padding=1), (x, w), flops),
-                   ("numpy im2col+matmul", lambda: conv2d_np(x_np, w_np), flops), rtol=1e-3, atol=1e-3)  # fmt: skip
+                   (lambda x, w: x.conv2d(w, padding=1), (x, w), flops), ref, rtol=1e-3, atol=1e-3)  # fmt: skip
 
 
-# ***** training workloads: specgrad with TinyJit vs PyTorch eager on one thread *****
+def bench_conv2d_backward(shapes: tuple[tuple[int, ...], tuple[int, ...]], timer: Timer) -> Result:
+    """The input and weight gradients of the same convolution for a given output gradient (twice its forward FLOPs),
+    against PyTorch's autograd at the same thread count; checked against numpy's im2col gradients."""
+    rng = np.random.default_rng(1)
+    (n, _, h, wd), (cout, c, kh, kw) = shapes
+    x_np, w_np = rng.standard_normal(shapes[0], dtype=np.float32), rng.standard_normal(shapes[1], dtype=np.float32)
+    g_np = rng.standard_normal((n, cout, h, wd), dtype=np.float32)
+    x, w = Tensor(x_np, requires_grad=True).realize(), Tensor(w_np, requires_grad=True).realize()
+    g = Tensor(g_np).realize()
+
+    def grads(x: Tensor, w: Tensor, g: Tensor) -> list[Tensor]:
+        x.grad = w.grad = None
+        x.conv2d(w, padding=1).backward(g)
+        assert x.grad is not None and w.grad is not None
+        Tensor.corealize([x.grad, w.grad])
+        return [x.grad, w.grad]
+
+    step = TinyJit(grads)
+    run = lambda: [realized(t) for t in step(x, w, g)]
+    run()
+    out = run()
+    flops = 2 * 2 * n * cout * h * wd * c * kh * kw
+    value, name = flops / timer.best(run) / 1e9, f"conv2d backward {_shape(shapes[0])}*{_shape(shapes[1])} pad 1"
+    for got, want in zip(out, conv2d_grads_np(x_np, w_np, g_np)):
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-3, atol=1e-3, err_msg=f"{name} on {Device.DEFAULT}")
+    if (torch := _torch()) is None:
+        return Result.of(name, "GFLOP/s", value, target=TARGETS["conv2d"])
+    tx, tw, tg = (torch.from_numpy(a) for a in (x_np, w_np, g_np))
+    # NOTE: the gradients alone, as specgrad computes them (its unused forward is never run)
+    ref = lambda: (torch.nn.grad.conv2d_input(tx.shape, tw, tg, padding=1),
+                   torch.nn.grad.conv2d_weight(tx, tw.shape, tg, padding=1))  # fmt: skip
+    ref()
+    ref_value = flops / timer.best(ref) / 1e9
+    return Result.of(name, "GFLOP/s", value, f"torch conv2d grads, {_threads(torch.get_num_threads())}",
+                     ref_value, target=TARGETS["conv2d"])  # fmt: skip
+
+
+def _threads(n: int) -> str:
+    return f"{n} thread{'s' * (n != 1)}"
+
+
+# ***** training workloads: specgrad with TinyJit vs PyTorch eager at the same thread count *****
 
 CHECK_STEPS = 4  # NOTE: steps 1-2 run for real (2 is captured by the jit), 3-4 replay; their losses are compared
 
@@ -333,11 +506,8 @@ def specgrad_step(model: Any) -> TinyJit:
 def torch_training(name: str, kwargs: dict[str, int], state: dict[str, np.ndarray], batches: list,
                    timer: Timer) -> tuple[list[float], float] | None:  # fmt: skip
     """PyTorch's losses on `batches` from the same weights, and its steps/s after them; None without torch."""
-    try:
-        import torch
-    except ImportError:
+    if (torch := _torch()) is None:
         return None
-    torch.set_num_threads(1)
     model = torch_model(name, **kwargs)
     model.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
     opt = torch.optim.Adam(model.parameters(), lr=1e-3)
@@ -372,7 +542,8 @@ def bench_training(name: str, label: str, sizes: Sizes, timer: Timer) -> Result:
         assert all(math.isfinite(x) for x in losses), f"{name} training on {Device.DEFAULT}: losses {losses}"
         return Result.of(f"train {label}, batch {batch}", "steps/s", value, target=TARGETS["train"])
     np.testing.assert_allclose(losses, ref[0], rtol=2e-3, err_msg=f"{name} training losses on {Device.DEFAULT}")
-    return Result.of(f"train {label}, batch {batch}", "steps/s", value, "torch eager, 1 thread", ref[1],
+    torch_threads = _threads(_torch().get_num_threads())
+    return Result.of(f"train {label}, batch {batch}", "steps/s", value, f"torch eager, {torch_threads}", ref[1],
                      target=TARGETS["train"])  # fmt: skip
 
 
@@ -394,7 +565,7 @@ def start_seconds(device: str, batch: int, cachedir: str) -> float:
     """Wall-clock seconds of a new Python process that imports specgrad and finishes one MLP step, then exits."""
     root = str(Path(__file__).resolve().parents[1])  # NOTE: so the child imports this same specgrad
     path = os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "CACHEDIR": cachedir, "PYTHONPATH": path}
+    env = {**os.environ, "CACHEDIR": cachedir, "PYTHONPATH": path, "THREADS": str(THREADS.value)}
     code = f"from specgrad.bench import first_training_step; first_training_step({device!r}, {batch})"
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -437,6 +608,7 @@ def workloads(sizes: Sizes) -> list[Workload]:
             Workload("sum", one(bench_sum, sizes.reduce)),
             Workload("softmax", one(bench_softmax, sizes.softmax)),
             Workload("conv2d", one(bench_conv2d, sizes.conv)),
+            Workload("conv2d backward", one(bench_conv2d_backward, sizes.conv)),
             *[Workload(f"train {label}", one(bench_training, name, label, sizes)) for name, label in models],
             Workload("start", lambda timer: bench_start(sizes))]  # fmt: skip
 
@@ -473,33 +645,80 @@ def run(chosen: list[Workload], timer: Timer, on_result: Callable[[Result], None
     return ret
 
 
-def environment(device: str) -> dict[str, Any]:
-    """What the figures depend on: device, threads, CPU model, library versions."""
+def environment(device: str, held: dict[str, int | None], peak: Peak | None) -> dict[str, Any]:
+    """What the figures depend on: device, threads of each side, CPU model and peak, library versions."""
     cpu = platform.processor() or platform.machine()
     if Path("/proc/cpuinfo").exists():
         names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                  if line.startswith("model name")]  # fmt: skip
         cpu = names[0] if names else cpu
-    try:
-        import torch
-
-        torch_version: str | None = torch.__version__
-    except ImportError:
-        torch_version = None
+    torch = _torch()
     description = Device[device].description.removeprefix(" (").removesuffix(")")
     return {"device": Device.canonicalize(device), "device_description": description,
-            "threads": thread_count(), "cpu": cpu, "cores": cores(),
-            "python": platform.python_version(), "numpy": np.__version__, "torch": torch_version}  # fmt: skip
+            "threads": held["specgrad"], "numpy_threads": held["numpy"], "torch_threads": held["torch"],
+            "cpu": cpu, "cores": cores(), "peak_gflops": peak.gflops if peak else None,
+            "peak_derivation": peak.derivation if peak else None, "python": platform.python_version(),
+            "numpy": np.__version__, "torch": torch.__version__ if torch else None}  # fmt: skip
 
 
-def to_json(env: dict[str, Any], results: list[Result], timer: Timer, quick: bool) -> str:
+def to_json(env: dict[str, Any], results: list[Result], timer: Timer, quick: bool,
+            changes: list[dict[str, Any]] | None) -> str:  # fmt: skip
     timing = {"seconds": timer.seconds, "repeat": timer.repeat, "statistic": "best", "quick": quick}
-    return json.dumps({**env, **timing, "results": [asdict(r) for r in results]}, indent=2)
+    compared = {} if changes is None else {"changes": changes}
+    return json.dumps({**env, **timing, "results": [asdict(r) for r in results], **compared}, indent=2)
+
+
+# ***** comparing with an earlier run *****
+
+
+def read_earlier(path: Path) -> dict[str, Any]:
+    """A document `--json` wrote; ValueError (with the file's name and what is wrong) for anything else."""
+    try:
+        doc = json.loads(path.read_text())
+        results = {r["name"]: r for r in doc["results"] if isinstance(r["specgrad"], (int, float))}
+    except OSError as e:
+        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise ValueError(f"{path} is not a document `specgrad bench --json` wrote ({type(e).__name__}: {e})") from None
+    return {**doc, "results": results}
+
+
+def changes(earlier: dict[str, Any], results: list[Result]) -> list[dict[str, Any]]:
+    """Per workload both runs have: specgrad's figure then and now, and now / then (for seconds, then / now), so
+    above 1 is faster in both cases; the ratios to the references of each run."""
+    ret = []
+    for r in results:
+        if (old := earlier["results"].get(r.name)) is None or not old["specgrad"] or old.get("unit") != r.unit:
+            continue
+        change = old["specgrad"] / r.specgrad if r.unit == "s" else r.specgrad / old["specgrad"]
+        ret.append({"name": r.name, "unit": r.unit, "before": old["specgrad"], "now": r.specgrad, "change": change,
+                    "ratio_before": old.get("ratio"), "ratio_now": r.ratio})  # fmt: skip
+    return ret
+
+
+def differences(earlier: dict[str, Any], env: dict[str, Any]) -> list[str]:
+    """What differs between the two runs' machines and settings (their figures compare badly then)."""
+    keys = ("device", "cpu", "threads", "numpy_threads", "torch_threads", "numpy", "torch")
+    return [f"{k} {earlier.get(k)} then, {env[k]} now" for k in keys if k in earlier and earlier[k] != env[k]]
+
+
+def change_rows(path: Path, found: list[dict[str, Any]], differ: list[str]) -> list[str]:
+    widths = (48, 16, 16, 8, 20)
+    cells = [("workload", "before", "now", "change", "ratio to reference")]
+    for c in found:
+        ratios = "-" if c["ratio_before"] is None or c["ratio_now"] is None else \
+            f"{c['ratio_before']:.3g}x -> {c['ratio_now']:.3g}x"  # fmt: skip
+        cells.append((c["name"], _figure(c["before"], c["unit"]), _figure(c["now"], c["unit"]),
+                      f"{c['change']:.3g}x", ratios))  # fmt: skip
+    lines = [f"compared with {path} (change: now / before, above 1 is faster)"]
+    lines += [f"note: {d}" for d in differ]
+    lines += ["  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)).rstrip() for row in cells]
+    return lines if found else [*lines[:-1], f"no workload of this run is in {path}"]
 
 
 # ***** text output *****
 
-COLUMNS = (("workload", 48), ("specgrad", 16), ("reference", 40), ("ratio", 8), ("target", 14))
+COLUMNS = (("workload", 48), ("specgrad", 16), ("reference", 48), ("ratio", 8), ("target", 14), ("peak", 6))
 
 
 def _figure(value: float, unit: str) -> str:
@@ -515,16 +734,26 @@ def row(r: Result) -> str:
     ratio = f"{r.ratio:.3g}x" if r.ratio is not None else "-"
     target = "-" if r.target is None else f"<= {r.target:g} s" if r.unit == "s" else f">= {r.target:g}x"
     target += "" if r.met is None else " met" if r.met else " missed"
-    cells = (r.name, _figure(r.specgrad, r.unit), ref, ratio, target)
+    peak = f"{r.peak_share:.0%}" if r.peak_share is not None else "-"
+    cells = (r.name, _figure(r.specgrad, r.unit), ref, ratio, target, peak)
     return "  ".join(f"{cell:<{width}}" for cell, (_, width) in zip(cells, COLUMNS)).rstrip()
 
 
-def title(env: dict[str, Any], timer: Timer) -> str:
-    threads = f"{env['threads']} threads, " if env["device"] == "CLANG" else ""  # NOTE: the THREADS flag is CLANG's
+def title(env: dict[str, Any], timer: Timer) -> list[str]:
+    threads = env["threads"]
+    sides = [f"specgrad {_threads(threads)}" if env["device"] == "CLANG" else "specgrad"]
+    sides.append(f"numpy's BLAS {_threads(env['numpy_threads'])}" if env["numpy_threads"] else
+                 "numpy's BLAS at its own count (not OpenBLAS: cannot be set)")  # fmt: skip
+    if env["torch"]:
+        sides.append(f"torch {_threads(env['torch_threads'])}")
     torch_text = f", torch {env['torch']}" if env["torch"] else ", torch not installed"
     where = env["device_description"] or env["cpu"]
-    return (f"specgrad bench on {env['device']} ({threads}{where}), numpy {env['numpy']}{torch_text}; "
-            f"best of up to {timer.repeat} runs in {timer.seconds:g} s each")  # fmt: skip
+    lines = [f"specgrad bench on {env['device']} ({where}), numpy {env['numpy']}{torch_text}; best of up to "
+             f"{timer.repeat} runs in {timer.seconds:g} s each",
+             f"threads: {', '.join(sides)}"]  # fmt: skip
+    if env["peak_gflops"]:
+        lines.append(f"peak: {env['peak_gflops']:.0f} GFLOP/s = {env['peak_derivation']}")
+    return lines
 
 
 # ***** python -m specgrad.bench *****
@@ -549,24 +778,33 @@ Echo = Callable[..., None]  # (text, err=False), like typer.echo
 
 
 def report(device: str | None, only: list[str] | None, quick: bool, seconds: float | None, repeat: int,
-           as_json: bool, echo: Echo) -> int:  # fmt: skip
-    """Run the chosen workloads on `device` and echo a table, row by row, or one JSON document. Returns the exit
-    code: 0 whether or not targets are met, 1 a result disagrees with its reference, 2 `only` matches no workload,
-    3 the device cannot run here."""
+           as_json: bool, echo: Echo, threads: int | None = None, earlier: Path | None = None) -> int:  # fmt: skip
+    """Run the chosen workloads on `device` with every side on `threads` threads (default: the THREADS flag, or
+    every core) and echo a table, row by row, or one JSON document; with `earlier` (a document --json wrote), also
+    each workload's change since then. Returns the exit code: 0 whether or not targets are met, 1 a result
+    disagrees with its reference, 2 a bad command line (`only` matches no workload, `earlier` is not such a
+    document), 3 the device cannot run here."""
     timer = Timer(seconds if seconds is not None else 0.1 if quick else 1.0, repeat)
     try:
         chosen = select(QUICK if quick else DEFAULT, only)
+        before = read_earlier(earlier) if earlier is not None else None
     except ValueError as e:
         echo(f"error: {e}", err=True)
         return 2
     try:
-        with default_device(device) as name:
-            env = environment(name)
+        with default_device(device) as name, held_threads(threads or thread_count()) as held:
+            peak = Peak.of_cpu(held["specgrad"] or 1) if Device.canonicalize(name) == "CLANG" else None
+            env = environment(name, held, peak)
             if not as_json:
-                echo(title(env, timer))
+                for line in title(env, timer):
+                    echo(line)
                 echo(header())
-            # NOTE: the targets are for the default sizes; --quick's tiny ones only check that everything runs
-            judged = (lambda r: dataclasses.replace(r, target=None, met=None)) if quick else (lambda r: r)
+
+            def judged(r: Result) -> Result:
+                # NOTE: the targets are for the default sizes; --quick's tiny ones only check that everything runs
+                share = r.specgrad / peak.gflops if peak is not None and r.unit == "GFLOP/s" else None
+                return dataclasses.replace(r, peak_share=share, **({"target": None, "met": None} if quick else {}))
+
             results = [judged(r) for r in run(chosen, timer, None if as_json else lambda r: echo(row(judged(r))))]
     except DeviceUnavailable as e:
         echo(f"error: {e}", err=True)
@@ -574,8 +812,13 @@ def report(device: str | None, only: list[str] | None, quick: bool, seconds: flo
     except (AssertionError, BenchError) as e:
         echo(f"error: {e}", err=True)
         return 1
+    found = changes(before, results) if before is not None else None
     if as_json:
-        echo(to_json(env, results, timer, quick))
+        echo(to_json(env, results, timer, quick, found))
+    elif before is not None and earlier is not None and found is not None:
+        echo("")
+        for line in change_rows(earlier, found, differences(before, env)):
+            echo(line)
     return 0
 
 
@@ -588,11 +831,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="small sizes: seconds instead of minutes")
     parser.add_argument("--seconds", type=float, default=None, help="seconds of timed runs per side (default 1)")
     parser.add_argument("--repeat", type=int, default=100, help="at most this many timed runs per side")
+    parser.add_argument("--threads", type=int, default=None, help="threads of every side (default: every core)")
+    parser.add_argument("--compare", type=Path, default=None, help="a --json document of an earlier run")
     parser.add_argument("--validate", type=Path, default=None, help="time validating every spec in this folder instead")
     args = parser.parse_args(argv)
+    if args.threads is not None and args.threads < 1:
+        parser.error("--threads must be at least 1")
     if args.validate is None:
         echo = lambda text, err=False: print(text, file=sys.stderr if err else sys.stdout, flush=True)
-        return report(args.device, args.only, args.quick, args.seconds, args.repeat, args.json, echo)
+        return report(args.device, args.only, args.quick, args.seconds, args.repeat, args.json, echo, args.threads,
+                      args.compare)  # fmt: skip
     for name, seconds in validation_seconds(sorted(args.validate.glob("*.yaml"))):
         print(f"validate {name:28s} {seconds * 1e3:8.1f} ms")
     return 0

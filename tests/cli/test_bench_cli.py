@@ -18,7 +18,7 @@ import specgrad.bench
 
 runner = CliRunner()
 QUICK = ["bench", "--quick", "--seconds", "0", "--repeat", "2"]
-KERNELS = ["matmul", "elementwise", "sum", "softmax", "conv2d"]
+KERNELS = ["matmul", "elementwise", "sum", "softmax", "conv2d", "conv2d"]  # NOTE: conv2d forward, then backward
 
 
 def bench_json(*args: str) -> dict[str, Any]:
@@ -29,10 +29,13 @@ def bench_json(*args: str) -> dict[str, Any]:
 
 def check_document(doc: dict[str, Any], device: str, names: list[str]) -> None:
     assert doc["device"] == device and doc["quick"] is True and doc["threads"] >= 1 and doc["numpy"]
-    assert {"device_description", "cpu", "cores", "python", "torch", "seconds", "repeat", "statistic"} <= doc.keys()
+    assert {"device_description", "cpu", "cores", "python", "torch", "seconds", "repeat", "statistic", "numpy_threads",
+            "torch_threads", "peak_gflops", "peak_derivation"} <= doc.keys()  # fmt: skip
     assert [r["name"].split()[0] for r in doc["results"]] == names
     for r in doc["results"]:
-        assert set(r) == {"name", "unit", "specgrad", "reference", "reference_value", "ratio", "target", "met"}
+        assert set(r) == {"name", "unit", "specgrad", "reference", "reference_value", "ratio", "target", "met",
+                          "peak_share"}  # fmt: skip
+        assert (r["peak_share"] is not None) == (r["unit"] == "GFLOP/s" and doc["peak_gflops"] is not None), r
         assert r["specgrad"] > 0, r
         if r["reference_value"] is not None:
             assert r["reference_value"] > 0 and r["ratio"] > 0, r
@@ -50,7 +53,9 @@ def test_quick_run_on_cpu_has_every_workload(cpu_run: dict[str, Any]) -> None:
     units = {r["name"].split()[0]: r["unit"] for r in cpu_run["results"]}
     assert units == {"matmul": "GFLOP/s", "elementwise": "GB/s", "sum": "GB/s", "softmax": "GB/s",
                      "conv2d": "GFLOP/s", "train": "steps/s", "start": "s"}  # fmt: skip
-    assert all(r["reference"].startswith("numpy") for r in cpu_run["results"][:6])
+    assert all(r["reference"].startswith("numpy") for r in cpu_run["results"][:5])
+    conv = cpu_run["results"][5]["reference"]
+    assert conv.startswith("torch conv2d, ") if cpu_run["torch"] else conv == "numpy im2col+matmul"
 
 
 def test_start_up_reports_cold_warm_and_their_ratio(cpu_run: dict[str, Any]) -> None:
@@ -65,7 +70,38 @@ def test_training_is_compared_with_torch(cpu_run: dict[str, Any]) -> None:
     pytest.importorskip("torch")
     train = [r for r in cpu_run["results"] if r["name"].startswith("train")]
     assert [r["name"].split()[1] for r in train] == ["MLP", "CNN", "GPT"]
-    assert all(r["reference"] == "torch eager, 1 thread" for r in train) and cpu_run["torch"]
+    threads = f"{cpu_run['threads']} thread{'s' * (cpu_run['threads'] != 1)}"
+    assert all(r["reference"] == f"torch eager, {threads}" for r in train) and cpu_run["torch"]
+    assert cpu_run["torch_threads"] == cpu_run["threads"], "torch runs at specgrad's thread count"
+
+
+def test_every_side_runs_at_the_thread_count_asked_for() -> None:
+    """--threads 1: specgrad, numpy's OpenBLAS and torch each on one thread during the run, and as before after."""
+    torch = pytest.importorskip("torch")
+    before = torch.get_num_threads()
+    doc = bench_json("--device", "CLANG", "--threads", "1", "--only", "conv2d")
+    assert doc["threads"] == 1 and doc["torch_threads"] == 1 and doc["numpy_threads"] in (1, None)
+    assert all(r["reference"].endswith(", 1 thread") for r in doc["results"])
+    assert torch.get_num_threads() == before
+    assert "1 core x " in doc["peak_derivation"] and "FLOP/cycle" in doc["peak_derivation"]
+    assert runner.invoke(app, ["bench", "--threads", "0"]).exit_code == 2
+
+
+def test_compare_prints_each_workloads_change(tmp_path: Any) -> None:
+    earlier = tmp_path / "old.json"
+    earlier.write_text(json.dumps(bench_json("--device", "CPU", "--only", "sum", "--only", "softmax")))
+    result = runner.invoke(app, [*QUICK, "--device", "CPU", "--only", "sum", "--compare", str(earlier)])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    at = lines.index(f"compared with {earlier} (change: now / before, above 1 is faster)")
+    assert lines[at + 1].split() == ["workload", "before", "now", "change", "ratio", "to", "reference"]
+    assert lines[at + 2].startswith("sum of 64K floats") and len(lines) == at + 3, "softmax did not run now"
+    doc = bench_json("--device", "CPU", "--only", "sum", "--compare", str(earlier))
+    (change,) = doc["changes"]
+    assert change["name"].startswith("sum") and change["change"] == pytest.approx(change["now"] / change["before"])
+    earlier.write_text("{not json")
+    bad = runner.invoke(app, [*QUICK, "--compare", str(earlier)])
+    assert bad.exit_code == 2 and "is not a document `specgrad bench --json` wrote" in bad.output
 
 
 @pytest.mark.parametrize("device", ["CLANG", pytest.param("GPU", marks=pytest.mark.slow)])
@@ -89,10 +125,10 @@ def test_table_has_a_row_per_workload() -> None:
     result = runner.invoke(app, [*QUICK, "--device", "CPU", "--only", "matmul", "--only", "sum"])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert lines[0].startswith("specgrad bench on CPU") and lines[1].split() == [
-        "workload", "specgrad", "reference", "ratio", "target"]  # fmt: skip
-    assert [line.split()[0] for line in lines[2:]] == ["matmul", "matmul", "sum"]
-    assert "GFLOP/s numpy matmul" in lines[2] and lines[2].split()[-1] == "-", "--quick judges no target"
+    assert lines[0].startswith("specgrad bench on CPU") and lines[1].startswith("threads: ")
+    assert lines[2].split() == ["workload", "specgrad", "reference", "ratio", "target", "peak"]
+    assert [line.split()[0] for line in lines[3:]] == ["matmul", "matmul", "sum"]
+    assert "GFLOP/s numpy matmul" in lines[3] and lines[3].split()[-2:] == ["-", "-"], "--quick judges no target"
 
 
 def test_unknown_device_exits_3() -> None:
@@ -114,7 +150,8 @@ def test_a_wrong_result_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
     assert "Traceback" not in result.output
 
 
-def test_every_command_in_the_docs_runs(capsys: pytest.CaptureFixture[str]) -> None:
+def test_every_command_in_the_docs_runs(capsys: pytest.CaptureFixture[str], tmp_path: Any,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
     """Each command in docs/performance.md's "Running specgrad bench" shown at tiny sizes on CPU (one workload)."""
     import re
     import shlex
@@ -126,6 +163,8 @@ def test_every_command_in_the_docs_runs(capsys: pytest.CaptureFixture[str]) -> N
     commands = [shlex.split(line.split("#")[0].split(">")[0]) for line in block.splitlines() if line.strip()]
     assert len(commands) >= 5
     tiny = ["--quick", "--seconds", "0", "--device", "CPU", "--only", "sum"]
+    monkeypatch.chdir(tmp_path)  # NOTE: where `--compare bench.json` finds an earlier run's document
+    (tmp_path / "bench.json").write_text(json.dumps(bench_json("--device", "CPU", "--only", "sum")))
     for command in commands:
         if command[:2] == ["specgrad", "bench"]:
             result = runner.invoke(app, [*command[1:], *tiny])
