@@ -31,6 +31,8 @@ from specgrad import Context, Device, Tensor, TinyJit, nn
 from specgrad.device import DeviceUnavailable
 from specgrad.flags import CPU_TARGET, THREADS
 from specgrad.helpers import cores
+from specgrad.modelspec.errors import SpecError
+from specgrad.modelspec.files import read_data
 from specgrad.nn.optim import Adam
 from specgrad.nn.state import get_parameters, get_state_dict
 from specgrad.runtime.ops_clang import find_compiler, target_macros, thread_count
@@ -672,13 +674,14 @@ def to_json(env: dict[str, Any], results: list[Result], timer: Timer, quick: boo
 
 
 def read_earlier(path: Path) -> dict[str, Any]:
-    """A document `--json` wrote; ValueError (with the file's name and what is wrong) for anything else."""
+    """A document `--json` wrote, read as any file named on the command line is (a regular file of at most
+    MAX_FILE_MB); ValueError (with the file's name and what is wrong) for anything else."""
     try:
-        doc = json.loads(path.read_text())
+        doc = json.loads(read_data(str(path), None, "--compare", None))
         results = {r["name"]: r for r in doc["results"] if isinstance(r["specgrad"], (int, float))}
-    except OSError as e:
-        raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
-    except (ValueError, KeyError, TypeError) as e:
+    except SpecError as e:
+        raise ValueError(str(e).removeprefix("error: ")) from None
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
         raise ValueError(f"{path} is not a document `specgrad bench --json` wrote ({type(e).__name__}: {e})") from None
     return {**doc, "results": results}
 
@@ -710,10 +713,10 @@ def change_rows(path: Path, found: list[dict[str, Any]], differ: list[str]) -> l
             f"{c['ratio_before']:.3g}x -> {c['ratio_now']:.3g}x"  # fmt: skip
         cells.append((c["name"], _figure(c["before"], c["unit"]), _figure(c["now"], c["unit"]),
                       f"{c['change']:.3g}x", ratios))  # fmt: skip
-    lines = [f"compared with {path} (change: now / before, above 1 is faster)"]
-    lines += [f"note: {d}" for d in differ]
-    lines += ["  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)).rstrip() for row in cells]
-    return lines if found else [*lines[:-1], f"no workload of this run is in {path}"]
+    lines = [f"compared with {path} (change: now / before, above 1 is faster)", *[f"note: {d}" for d in differ]]
+    if not found:
+        return [*lines, f"no workload of this run is in {path}"]
+    return lines + ["  ".join(f"{cell:<{w}}" for cell, w in zip(row, widths)).rstrip() for row in cells]
 
 
 # ***** text output *****

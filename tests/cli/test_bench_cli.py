@@ -7,6 +7,7 @@ torch is installed) and exits 1 when they disagree, so exit code 0 also means ev
 from __future__ import annotations
 
 import json
+import os
 from typing import Any
 
 import pytest
@@ -102,6 +103,12 @@ def test_compare_prints_each_workloads_change(tmp_path: Any) -> None:
     earlier.write_text("{not json")
     bad = runner.invoke(app, [*QUICK, "--compare", str(earlier)])
     assert bad.exit_code == 2 and "is not a document `specgrad bench --json` wrote" in bad.output
+    earlier.write_text("[" * 100_000)
+    deep = runner.invoke(app, [*QUICK, "--compare", str(earlier)])
+    assert deep.exit_code == 2 and "is not a document" in deep.output and "Traceback" not in deep.output
+    os.mkfifo(tmp_path / "pipe")  # NOTE: refused by what it is, never waited on
+    pipe = runner.invoke(app, [*QUICK, "--compare", str(tmp_path / "pipe")])
+    assert pipe.exit_code == 2 and "it is a FIFO (named pipe), not a regular file" in pipe.output
 
 
 @pytest.mark.parametrize("device", ["CLANG", pytest.param("GPU", marks=pytest.mark.slow)])
