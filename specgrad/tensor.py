@@ -6,6 +6,9 @@ Names, signatures and semantics follow tinygrad 0.8 and PyTorch. Imports every e
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import itertools
 import math
 import string
 from collections.abc import Callable, Iterator, Sequence
@@ -1783,21 +1786,144 @@ def _check_conv_dims(x: Tensor, weight: Tensor, n: int) -> None:
 def _conv(
     x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any, padding: Any
 ) -> Tensor:
-    (bs, cin_), (cout, cin), hw = x.shape[:2], weight.shape[:2], weight.shape[2:]
-    if x.ndim != weight.ndim or groups * cin != cin_ or cout % groups:
+    (cout, cin), hw = weight.shape[:2], weight.shape[2:]
+    if x.ndim != weight.ndim or groups * cin != x.shape[1] or cout % groups:
         raise ValueError(
             f"conv input {x.shape} does not fit weight {weight.shape} with groups={groups}: need input "
             f"(N, {groups * cin}, ...) with {weight.ndim - 2} spatial axes"
         )
-    xw = x.pad2d(_conv_padding(padding, len(hw)))._pool(tuple(hw), stride, dilation)  # (bs, cin_, *oyx, *hw)
+    geometry = _ConvGeometry(groups, make_pair(stride, len(hw)), make_pair(dilation, len(hw)),
+                             _conv_padding(padding, len(hw)))  # fmt: skip
+    geometry.output_shape(x.shape, weight.shape)  # NOTE: says what is wrong before any graph is built
+    ret = Tensor._apply(_Conv, x, weight, geometry=geometry)
+    return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(hw))
+
+
+@dataclasses.dataclass(frozen=True)
+class _ConvGeometry:
+    groups: int
+    stride: tuple[int, ...]
+    dilation: tuple[int, ...]
+    padding: list[int]  # pad2d order: last axis first, (before, after) each
+
+    def windows(self, x: Tensor, kernel: tuple[sint, ...]) -> Tensor:
+        """(N, C, *out_spatial, *kernel): every window of the padded input."""
+        return x.pad2d(self.padding)._pool(tuple(kernel), self.stride, self.dilation)
+
+    def output_shape(self, x_shape: tuple[sint, ...], w_shape: tuple[sint, ...]) -> tuple[sint, ...]:
+        pads = self.padding_per_axis()
+        padded = [i + before + after for i, (before, after) in zip(x_shape[2:], pads)]
+        o_ = [(p - d * (k - 1) - 1) // s + 1 for p, k, s, d in zip(padded, w_shape[2:], self.stride, self.dilation)]
+        if any(o <= 0 for o in o_):
+            raise ValueError(f"window {tuple(w_shape[2:])} (dilation {self.dilation}) is larger than the input "
+                             f"{tuple(x_shape[2:])} (padded: {tuple(padded)})")  # fmt: skip
+        return (x_shape[0], w_shape[0], *o_)
+
+    def padding_per_axis(self) -> list[tuple[int, int]]:
+        """(before, after) for each spatial axis, first axis first."""
+        return [(self.padding[i], self.padding[i + 1]) for i in range(0, len(self.padding), 2)][::-1]
+
+
+class _Conv(mlops.Function):
+    """Convolution with its own backward. Differentiating the windowed product would give the input gradient as
+    col2im: a masked scatter-add per window position, 1 GFLOP/s. Instead it is the transposed convolution of the
+    output gradient with the flipped weights, one dense reduce like the forward (the scheduler's pad copy makes its
+    reads unmasked)."""
+
+    def forward(self, x: LazyBuffer, weight: LazyBuffer, geometry: _ConvGeometry) -> LazyBuffer:
+        self.x, self.weight, self.geometry = x, weight, geometry
+        return _conv_forward(Tensor._wrap(x), Tensor._wrap(weight), geometry).lazydata
+
+    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
+        x, weight, g = Tensor._wrap(self.x), Tensor._wrap(self.weight), Tensor._wrap(grad)
+        dx = _conv_input_grad(g, weight, x.shape, self.geometry) if self.needs_input_grad[0] else None
+        dw = _conv_weight_grad(g, x, weight.shape, self.geometry) if self.needs_input_grad[1] else None
+        return (None if dx is None else dx.lazydata), (None if dw is None else dw.lazydata)
+
+
+def _conv_forward(x: Tensor, weight: Tensor, geometry: _ConvGeometry) -> Tensor:
+    bs, (cout, cin), hw, groups = x.shape[0], weight.shape[:2], weight.shape[2:], geometry.groups
+    xw = geometry.windows(x, hw)  # (bs, cin_, *oyx, *hw)
     rcout, oyx = cout // groups, xw.shape[2 : 2 + len(hw)]
     xw = xw.reshape(bs, groups, cin, 1, *oyx, *hw).expand(bs, groups, cin, rcout, *oyx, *hw)
     n = len(oyx)
     xw = xw.permute(0, 1, 3, *[4 + i for i in range(n)], 2, *[4 + n + i for i in range(len(hw))])
     # (bs, groups, rcout, *oyx, cin, *hw) * (1, groups, rcout, 1..., cin, *hw), summed over cin and the window
     w = weight.reshape(1, groups, rcout, *[1] * n, cin, *hw)
-    ret = (xw * w).sum([-1 - i for i in range(1 + len(hw))], keepdim=True).reshape(bs, cout, *oyx)
-    return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(hw))
+    return (xw * w).sum([-1 - i for i in range(1 + len(hw))], keepdim=True).reshape(bs, cout, *oyx)
+
+
+def _conv_weight_grad(g: Tensor, x: Tensor, w_shape: tuple[sint, ...], geometry: _ConvGeometry) -> Tensor:
+    """d(loss)/d(weight): each window times its output's gradient, summed over the batch and the output positions."""
+    bs, (cout, cin), hw, groups = x.shape[0], w_shape[:2], w_shape[2:], geometry.groups
+    xw = geometry.windows(x, hw)  # (bs, cin_, *oyx, *hw)
+    rcout, oyx, n = cout // groups, xw.shape[2 : 2 + len(hw)], len(hw)
+    xw = xw.reshape(bs, groups, 1, cin, *oyx, *hw)
+    g = g.reshape(bs, groups, rcout, 1, *oyx, *[1] * n)
+    return (xw * g).sum([0, *range(4, 4 + n)]).reshape(cout, cin, *hw)
+
+
+def _conv_input_grad(g: Tensor, weight: Tensor, x_shape: tuple[sint, ...], geometry: _ConvGeometry) -> Tensor:
+    """d(loss)/d(input): the output gradient convolved with the flipped weights (in and out channels swapped within
+    each group). With a stride s, input position s*q + r (phase r) is reached only by the taps j whose window start
+    r + before - d*j is a multiple of s: each phase is its own stride-1 convolution with those taps, and the phases
+    interleave into the input. No zeros are inserted between gradients, so no multiply is spent on them."""
+    (cout, cin), hw, groups = weight.shape[:2], weight.shape[2:], geometry.groups
+    spatial = zip(x_shape[2:], g.shape[2:], hw, geometry.stride, geometry.dilation, geometry.padding_per_axis())
+    axes = [_input_grad_phases(i, o, k, s, d, before) for i, o, k, s, d, (before, _) in spatial]
+    trailing = list(range(3, weight.ndim + 1))
+    w = weight.reshape(groups, cout // groups, cin, *hw).permute(0, 2, 1, *trailing)  # (groups, cin, cout/groups, *hw)
+    rows = [ceildiv(i, s) for i, s in zip(x_shape[2:], geometry.stride)]  # q of s*q + r, per axis
+    parts = []
+    for phase in itertools.product(*axes):
+        if any(p is None for p in phase):
+            continue  # NOTE: no tap reaches this phase (a stride longer than the window): its gradient is zero
+        taps = w[(slice(None),) * 3 + tuple(slice(p.first, p.last + 1, p.step) for p in phase)].flip(trailing)
+        dilation = tuple(p.dilation for p in phase)
+        # NOTE: through _conv, so a transposed convolution built on this differentiates with conv's own backward
+        part = _conv(g.pad([None, None, *[(p.left, p.right) for p in phase]]), taps.flatten(end_dim=1), None, groups,
+                     1, dilation, 0)  # fmt: skip
+        # NOTE: the phase's q positions become column r of a (q, s) grid per axis, zero in the other columns
+        part = part.pad([None, None, *[(0, q - length) for q, length in zip(rows, part.shape[2:])]])
+        part = part.reshape(*part.shape[:2], *flatten((q, 1) for q in rows))
+        parts.append(part.pad([None, None, *flatten((None, (p.phase, s - 1 - p.phase))
+                                                    for p, s in zip(phase, geometry.stride))]))  # fmt: skip
+    if not parts:
+        return Tensor.zeros(*x_shape, device=g.device, dtype=g.dtype)
+    dx = functools.reduce(lambda a, b: a + b, parts)
+    dx = dx.reshape(*dx.shape[:2], *[q * s for q, s in zip(rows, geometry.stride)])
+    return dx.shrink([None, None, *[(0, i) for i in x_shape[2:]]])
+
+
+@dataclasses.dataclass(frozen=True)
+class _Phase:
+    """Along one axis, the input positions s*q + phase read gradient positions q - left + dilation*u through the taps
+    first, first + step, ..., last of the weight (flipped, so u counts from last down)."""
+
+    phase: int
+    first: int
+    last: int
+    step: int
+    dilation: int
+    left: int
+    right: int
+
+
+def _input_grad_phases(i: int, o: int, k: int, s: int, d: int, before: int) -> list[_Phase | None]:
+    """One entry per phase r < s of an axis of input length i, output length o, kernel k, stride s, dilation d and
+    padding `before`: None where no tap reaches it."""
+    phases: list[_Phase | None] = []
+    for r in range(s):
+        taps = [j for j in range(k) if (r + before - d * j) % s == 0]
+        if not taps or r >= i:
+            phases.append(None)
+            continue
+        step = taps[1] - taps[0] if len(taps) > 1 else 1
+        dilation, length = d * step // s, ceildiv(i - r, s)
+        left = -((r + before - d * taps[-1]) // s)  # NOTE: the last tap reads the gradient furthest back
+        right = length + dilation * (len(taps) - 1) - o - left
+        phases.append(_Phase(r, taps[0], taps[-1], step, dilation, left, right))
+    return phases
 
 
 def _conv_transpose(
@@ -1810,19 +1936,19 @@ def _conv_transpose(
     padding: Any,
     output_padding: Any,
 ) -> Tensor:
-    hw = weight.shape[2:]
-    trailing = list(range(3, weight.ndim + 1))
-    w = weight.unflatten(0, (groups, -1)).permute(0, 2, 1, *trailing).flip(trailing)
-    s_ = make_pair(stride, len(hw))
-    if any(s > 1 for s in s_):
-        # NOTE: insert s-1 zeros between input elements
-        x = x.reshape(*x.shape[:2], *flatten((k, 1) for k in x.shape[2:]))
-        x = x.pad([None, None, *flatten((None, (0, s - 1)) for s in s_)])
-        x = x.reshape(*x.shape[:2], *[k * s for k, s in zip(x.shape[2::2], s_)])
-        x = x.shrink([None, None, *[(0, k - (s - 1)) for k, s in zip(x.shape[2:], s_)]])
-    d_, p_, op_ = make_pair(dilation, len(hw)), make_pair(padding, len(hw)), make_pair(output_padding, len(hw))
-    pad = flatten(((k - 1) * d - p, (k - 1) * d - p + op) for k, d, p, op in reversed(list(zip(hw, d_, p_, op_))))
-    return x.conv2d(w.flatten(end_dim=1), bias, groups=groups, dilation=dilation, padding=pad)
+    """The input gradient of the convolution that `weight` (Cin, Cout/groups, *kernel) maps Cout channels to Cin
+    with: the same phases, so no multiply is spent on the zeros a stride would put between inputs."""
+    (bs, cin), hw = x.shape[:2], weight.shape[2:]
+    if x.ndim != weight.ndim or cin != weight.shape[0] or cin % groups:
+        raise ValueError(f"conv_transpose input {x.shape} does not fit weight {weight.shape} with groups={groups}: "
+                         f"need input (N, {weight.shape[0]}, ...) with {weight.ndim - 2} spatial axes")  # fmt: skip
+    s_, d_, p_, op_ = (make_pair(v, len(hw)) for v in (stride, dilation, padding, output_padding))
+    out = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, d, p, op in zip(x.shape[2:], hw, s_, d_, p_, op_)]
+    if any(o <= 0 for o in out):
+        raise ValueError(f"conv_transpose of input {x.shape} with padding {p_} has no output (size {tuple(out)})")
+    ret = _conv_input_grad(x, weight, (bs, weight.shape[1] * groups, *out),
+                           _ConvGeometry(groups, s_, d_, _conv_padding(list(p_), len(hw))))  # fmt: skip
+    return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(hw))
 
 
 def _pooling_windows(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, fill: float) -> Tensor:

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import check_op
+from helpers import SEED, check_op
 
 from specgrad import Tensor, dtypes
 
@@ -1180,6 +1180,58 @@ def test_conv1d_conv3d_names(device: str) -> None:
     )
 
 
+def np_conv_grads(x: np.ndarray, w: np.ndarray, g: np.ndarray, groups: int = 1, stride: Any = 1, dilation: Any = 1,
+                  padding: Any = 0) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """The input and weight gradients of np_conv for the output gradient g, in float64: each window's gradient is
+    added back where the window read from (the scatter form, not a transposed convolution)."""
+    n, k, (bs, cin_), cout = x.ndim - 2, w.shape[2:], x.shape[:2], w.shape[0]
+    s_, d_, pads = per_axis(stride, n), per_axis(dilation, n), np_pads(padding, n)
+    x, w, g = x.astype(np.float64), w.astype(np.float64), g.astype(np.float64)
+    xp = np.pad(x, [(0, 0), (0, 0), *pads])
+    xw = np_windows(xp, k, s_, d_).reshape(bs, groups, cin_ // groups, -1, int(np.prod(k)))  # (N, G, cin, P, K)
+    gg = g.reshape(bs, groups, cout // groups, -1)  # (N, G, cout, P): P output positions
+    dw = np.einsum("ngcpk,ngop->gock", xw, gg).reshape(w.shape)
+    dxw = np.einsum("ngop,gock->ngcpk", gg, w.reshape(groups, cout // groups, cin_ // groups, -1))
+    dxp = np.zeros_like(xp)
+    for j, kidx in enumerate(np.ndindex(*k)):
+        sl = tuple(slice(ki * d, ki * d + s * (o - 1) + 1, s) for ki, d, s, o in zip(kidx, d_, s_, g.shape[2:]))
+        dxp[(slice(None), slice(None), *sl)] += dxw[..., j].reshape(bs, cin_, *g.shape[2:])
+    return dxp[(slice(None), slice(None), *[slice(b, b + i) for (b, _), i in zip(pads, x.shape[2:])])], dw
+
+
+CONV_GRADS_AT_SIZE = {  # shapes where the kernel optimiser tiles, vectorizes and threads the gradient kernels
+    "2d_pad": ((4, 16, 20, 20), (32, 16, 3, 3), dict(padding=1)),
+    "2d_stride_groups": ((2, 16, 23, 19), (24, 8, 3, 3), dict(stride=2, groups=2, padding=(1, 2, 0, 1))),
+    "2d_dilation_stride_gt_kernel": ((2, 8, 31, 29), (16, 8, 2, 3), dict(stride=(3, 2), dilation=(2, 1))),
+    "1d_long": ((3, 12, 301), (20, 12, 5), dict(stride=2, padding=2)),
+    "depthwise": ((2, 32, 17, 17), (32, 1, 5, 5), dict(groups=32, padding=2)),
+}
+
+
+@pytest.mark.parametrize("case", list(CONV_GRADS_AT_SIZE.values()), ids=list(CONV_GRADS_AT_SIZE))
+def test_conv_gradients_at_size(case: tuple, device: str) -> None:
+    """conv's own backward (input gradient as a transposed convolution) against the float64 scatter form, at sizes
+    where the optimiser engages."""
+    xs, ws, kw = case
+    (xn, wn, gn), (out, dx, dw) = _forward_backward(lambda x, w: x.conv2d(w, **kw), xs, ws, device)
+    want_dx, want_dw = np_conv_grads(xn, wn, gn, **kw)
+    np.testing.assert_allclose(out, np_conv(xn.astype(np.float64), wn.astype(np.float64), **kw), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, want_dx, rtol=1e-4, atol=1e-4 * np.sqrt(np.prod(ws[1:])))
+    np.testing.assert_allclose(dw, want_dw, rtol=1e-4, atol=1e-4 * np.sqrt(gn[0, 0].size * xs[0]))
+
+
+def _forward_backward(fn: Callable, xs: tuple, ws: tuple, device: str) -> tuple[tuple, tuple]:
+    """(x, w, g) random float32 inputs and output gradient, and (fn(x, w), d/dx, d/dw) as numpy arrays."""
+    rng = np.random.default_rng(SEED)
+    xn, wn = rng.standard_normal(xs).astype(np.float32), rng.standard_normal(ws).astype(np.float32)
+    x, w = Tensor(xn, device=device, requires_grad=True), Tensor(wn, device=device, requires_grad=True)
+    out = fn(x, w)
+    gn = rng.standard_normal(out.shape).astype(np.float32)
+    out.backward(Tensor(gn, device=device))
+    assert x.grad is not None and w.grad is not None
+    return (xn, wn, gn), (out.numpy(), x.grad.numpy(), w.grad.numpy())
+
+
 CONV_TRANSPOSES = {  # input shape, weight shape (Cin, Cout/groups, *k), kwargs
     "1d": ((1, 2, 5), (2, 3, 3), {}),
     "2d": ((2, 2, 3, 3), (2, 3, 2, 2), {}),
@@ -1210,6 +1262,25 @@ def test_conv_transpose(case: tuple, device: str) -> None:
         grad_atol=1e-3,
         torch_fn=conv and (lambda x, w, b=None: conv(x, w, b, **kw)),
     )
+
+
+CONV_TRANSPOSES_AT_SIZE = {  # input shape, weight shape (Cin, Cout/groups, *k), kwargs
+    "2d_stride": ((4, 32, 9, 11), (32, 16, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    "2d_groups_dilation": ((2, 16, 10, 10), (16, 12, 3, 2), dict(stride=(3, 2), dilation=(1, 2), groups=2)),
+}
+
+
+@pytest.mark.parametrize("case", list(CONV_TRANSPOSES_AT_SIZE.values()), ids=list(CONV_TRANSPOSES_AT_SIZE))
+def test_conv_transpose_at_size(case: tuple, device: str) -> None:
+    """A transposed convolution is the convolution's input gradient: forward against the float64 scatter form, and
+    its gradients by the adjoint, <convT(x, w), g> = <x, conv(g, w)>."""
+    xs, ws, kw = case
+    (xn, wn, gn), (out, dx, dw) = _forward_backward(lambda x, w: x.conv_transpose2d(w, **kw), xs, ws, device)
+    conv_kw = {k: v for k, v in kw.items() if k != "output_padding"}
+    x64, w64, g64 = xn.astype(np.float64), wn.astype(np.float64), gn.astype(np.float64)
+    np.testing.assert_allclose(out, np_conv_transpose(x64, w64, **kw), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(dx, np_conv(g64, w64, **conv_kw), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(dw, np_conv_grads(gn, wn, xn, **conv_kw)[1], rtol=1e-4, atol=1e-3)
 
 
 POOLS = {  # input shape, kernel, kwargs

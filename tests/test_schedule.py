@@ -307,3 +307,27 @@ def test_convolution_gradients_share_the_padded_copy() -> None:
                                                        axis=(2, 3))  # fmt: skip
     np.testing.assert_allclose(w.grad.numpy(), np.einsum("nchwij,nohw->ocij", windows, gn), rtol=1e-4, atol=1e-4)
     np.testing.assert_allclose(out.numpy(), _conv_np(xn, wn, 1), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("stride, reduces", [(1, 1), (2, 4), (3, 9)])
+def test_a_convolution_input_gradient_is_dense_reduces(stride: int, reduces: int) -> None:
+    """The input gradient is a transposed convolution, one stride-1 reduce per stride phase, reading the output
+    gradient unmasked: no col2im scatter, and no multiply spent on zeros put between the strided gradients."""
+    x = Tensor(realized(2, 4, 12, 12).numpy(), requires_grad=True)
+    w = Tensor(realized(6, 4, 3, 3, seed=1).numpy(), requires_grad=True)
+    out = x.conv2d(w, stride=stride, padding=1)
+    g = realized(*out.shape, seed=2)
+    out.backward(g)
+    assert x.grad is not None
+    sched = create_schedule([x.grad.lazydata])
+    assert sum(1 for si in sched if any(isinstance(y.op, ReduceOps) for y in si.ast.lazyops())) == reduces
+    assert _masked_reads_in_reduces(sched) == 0
+    run_schedule(sched)
+    wn, gn = w.numpy().astype(np.float64), g.numpy().astype(np.float64)
+    dxp = np.zeros((2, 4, 14, 14))  # NOTE: the scatter form: each window's gradient added back where it read
+    o = out.shape[2]
+    for i, j in np.ndindex(3, 3):
+        dxp[:, :, i : i + stride * (o - 1) + 1 : stride, j : j + stride * (o - 1) + 1 : stride] += np.einsum(
+            "nohw,oc->nchw", gn, wn[:, :, i, j]
+        )
+    np.testing.assert_allclose(x.grad.numpy(), dxp[:, :, 1:-1, 1:-1], rtol=1e-5, atol=1e-5)
