@@ -462,15 +462,16 @@ def _flatten_reads(si: ScheduleItem, copies: dict[tuple, LazyBuffer]) -> list[Sc
 
 
 def _is_repeated_view(st: ShapeTracker) -> bool:
-    """Two views or more, the last one an unmasked, expanded permutation of the whole layout before it: copying the
-    inner views costs one pass over what the kernel reads several times."""
+    """Two views or more, the last one unmasked, expanded, and reading the whole layout before it at least once (a
+    permutation of it, or overlapping windows of it): copying the inner views costs one pass over what the kernel
+    reads several times."""
     if len(st.views) < 2 or (last := st.views[-1]).mask is not None:
         return False
     if not all(isinstance(s, int) for v in st.views for s in v.shape):
         return False
     axes = list(zip(last.shape, last.strides))
     read = prod(s for s, stride in axes if stride != 0)
-    return read == prod(st.views[-2].shape) and any(stride == 0 and s > 1 for s, stride in axes)
+    return read >= prod(st.views[-2].shape) and any(stride == 0 and s > 1 for s, stride in axes)
 
 
 # *** splitting long reductions ***

@@ -1799,6 +1799,49 @@ def _conv(
     return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(hw))
 
 
+def _fold_stride(x: Tensor, weight: Tensor, geometry: _ConvGeometry) -> tuple[Tensor, Tensor, _ConvGeometry]:
+    """The same convolution with stride 1 (space to depth): along an axis of stride s, padded input position s*q + r
+    becomes position q of channel phase r, and tap s*a + r becomes tap a of that phase. A strided window read walks
+    memory s apart, which no vector load serves; the folded one reads rows contiguously like any stride-1 convolution.
+    Phases no tap uses (a kernel shorter than the stride) are dropped; a kernel that is not a multiple of the stride
+    gets zero taps up to the next multiple."""
+    (cout, cin), hw, n = weight.shape[:2], weight.shape[2:], len(weight.shape[2:])
+    offsets, phases = _folded_taps(hw, geometry.stride)
+    out = geometry.output_shape(x.shape, weight.shape)[2:]
+    rows = [o + a - 1 for o, a in zip(out, offsets)]  # q positions the folded convolution reads, per axis
+    xp = x.pad2d(geometry.padding)
+    xp = xp.pad([None, None, *[(0, q * s - size) for q, s, size in zip(rows, geometry.stride, xp.shape[2:])]])
+    xp = xp.reshape(*x.shape[:2], *flatten((q, s) for q, s in zip(rows, geometry.stride)))
+    w = weight.pad([None, None, *[(0, a * s - k) for a, s, k in zip(offsets, geometry.stride, hw)]])
+    w = w.reshape(cout, cin, *flatten((a, s) for a, s in zip(offsets, geometry.stride)))
+    keep = [None, None, *flatten((None, (0, p)) for p in phases)]  # NOTE: (q or a, phase) per axis
+    to_channels = [0, 1, *[3 + 2 * i for i in range(n)], *[2 + 2 * i for i in range(n)]]
+    xp = xp.shrink(keep).permute(to_channels).reshape(x.shape[0], x.shape[1] * prod(phases), *rows)
+    w = w.shrink(keep).permute(to_channels).reshape(cout, cin * prod(phases), *offsets)
+    return xp, w, _ConvGeometry(geometry.groups, (1,) * n, (1,) * n, [0] * (2 * n))
+
+
+def _folded_taps(hw: tuple[sint, ...], stride: tuple[int, ...]) -> tuple[list[int], list[int]]:
+    """Per axis, the taps of each phase (kernel k over stride s) and the phases kept."""
+    return [ceildiv(k, s) for k, s in zip(hw, stride)], [min(k, s) for k, s in zip(hw, stride)]
+
+
+def _unfold_weight(w: Tensor, w_shape: tuple[sint, ...], stride: tuple[int, ...]) -> Tensor:
+    """A folded weight (or its gradient) back in the convolution's own shape: _fold_stride's weight steps undone."""
+    (cout, cin), hw, n = w_shape[:2], w_shape[2:], len(w_shape[2:])
+    offsets, phases = _folded_taps(hw, stride)
+    w = w.reshape(cout, cin, *phases, *offsets)
+    w = w.permute(0, 1, *flatten((2 + n + i, 2 + i) for i in range(n)))  # (cout, cin, a, phase, ...) per axis
+    w = w.pad([None, None, *flatten((None, (0, s - p)) for s, p in zip(stride, phases))])
+    w = w.reshape(cout, cin, *[a * s for a, s in zip(offsets, stride)])
+    return w.shrink([None, None, *[(0, k) for k in hw]])
+
+
+def _foldable(x_shape: tuple[sint, ...], geometry: _ConvGeometry) -> bool:
+    """A strided convolution without dilation, of known sizes: _fold_stride applies."""
+    return any(s > 1 for s in geometry.stride) and all(d == 1 for d in geometry.dilation) and all_int(x_shape)
+
+
 @dataclasses.dataclass(frozen=True)
 class _ConvGeometry:
     groups: int
@@ -1832,12 +1875,22 @@ class _Conv(mlops.Function):
 
     def forward(self, x: LazyBuffer, weight: LazyBuffer, geometry: _ConvGeometry) -> LazyBuffer:
         self.x, self.weight, self.geometry = x, weight, geometry
-        return _conv_forward(Tensor._wrap(x), Tensor._wrap(weight), geometry).lazydata
+        xt, wt = Tensor._wrap(x), Tensor._wrap(weight)
+        if _foldable(xt.shape, geometry):
+            return _conv_forward(*_fold_stride(xt, wt, geometry)).lazydata
+        return _conv_forward(xt, wt, geometry).lazydata
 
     def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
         x, weight, g = Tensor._wrap(self.x), Tensor._wrap(self.weight), Tensor._wrap(grad)
-        dx = _conv_input_grad(g, weight, x.shape, self.geometry) if self.needs_input_grad[0] else None
-        dw = _conv_weight_grad(g, x, weight.shape, self.geometry) if self.needs_input_grad[1] else None
+        dx = dw = None
+        if self.needs_input_grad[0]:
+            dx = _conv_input_grad(g, weight, x.shape, self.geometry)
+        if self.needs_input_grad[1] and _foldable(x.shape, self.geometry):
+            # NOTE: the folded input, as the forward read it: the weight gradient's windows read rows contiguously
+            xs, ws, folded = _fold_stride(x, weight, self.geometry)
+            dw = _unfold_weight(_conv_weight_grad(g, xs, ws.shape, folded), weight.shape, self.geometry.stride)
+        elif self.needs_input_grad[1]:
+            dw = _conv_weight_grad(g, x, weight.shape, self.geometry)
         return (None if dx is None else dx.lazydata), (None if dw is None else dw.lazydata)
 
 

@@ -331,3 +331,19 @@ def test_a_convolution_input_gradient_is_dense_reduces(stride: int, reduces: int
             "nohw,oc->nchw", gn, wn[:, :, i, j]
         )
     np.testing.assert_allclose(x.grad.numpy(), dxp[:, :, 1:-1, 1:-1], rtol=1e-5, atol=1e-5)
+
+
+def test_a_strided_convolution_reads_rows_contiguously() -> None:
+    """A stride-2 convolution is folded into a stride-1 one over phase channels (space to depth), and the scheduler
+    copies the folded layout once: the reduce reads each input row with stride 1 along the output row, as a vector
+    load does, not 2 apart."""
+    x, w = realized(2, 4, 32, 32), realized(8, 4, 3, 3, seed=1)
+    out = x.conv2d(w, stride=2, padding=1)
+    sched = create_schedule([out.lazydata])
+    (reduce,) = [si for si in sched if any(isinstance(y.op, ReduceOps) for y in si.ast.lazyops())]
+    row = max(i for i, size in enumerate(reduce.out.shape) if size > 1)  # NOTE: the output row's axis
+    loads = [y for y in reduce.ast.lazyops() if y.op is BufferOps.LOAD]
+    assert all(len(y.arg.st.views) == 1 and y.arg.st.views[0].mask is None for y in loads)
+    assert sorted(y.arg.st.views[0].strides[row] for y in loads) == [0, 1]  # the weight, then the input
+    run_schedule(sched)
+    np.testing.assert_allclose(out.numpy(), _conv_np(x.numpy(), w.numpy(), 1)[:, :, ::2, ::2], rtol=1e-5, atol=1e-5)
