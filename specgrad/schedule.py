@@ -302,7 +302,12 @@ class _AstBuilder:
 # and when N is a power of two every element of a column maps to one cache set and evicts the last. BLAS copies such
 # an operand into panels of PACK_PANEL columns first, each one contiguous block; so does the scheduler, for any
 # SUM kernel that reads a large operand that way: the copy is one pass over w, repaid when many rows read it.
-PACK_PANEL, PACK_MIN = 32, 512
+# A transposed operand (x @ w.T, as nn.Linear computes with its (out, in) weight) is read along K with stride 1, so
+# the kernel could only put its vector lanes on the reduce and add each accumulator's lanes up at the end; its panels
+# are the same layout, copied across, and then the kernel runs as a plain matmul. That pays where K is short (at
+# most PACK_T_MAX_K: a long K amortizes the final adds, and its panels no longer stay in cache) and the product is
+# PACK_T_WORK multiply-adds or more.
+PACK_PANEL, PACK_MIN, PACK_T_WORK, PACK_T_MAX_K = 32, 512, 2**22, 256
 
 
 def _pack_operand(si: ScheduleItem) -> list[ScheduleItem]:
@@ -340,8 +345,10 @@ def _pack_operand(si: ScheduleItem) -> list[ScheduleItem]:
 
 
 def _pack_plan(ast: LazyOp) -> tuple[LazyOp, int, int] | None:
-    """(the LOAD to pack, the output axis it walks with stride 1, the reduce axis it walks by a row) for a SUM kernel
-    with a single reduce axis where rows, K and N are all at least PACK_MIN and N is a multiple of the panel."""
+    """(the LOAD to pack, the output axis N along which its panels run, the reduce axis K) for a SUM kernel with a
+    single reduce axis, N a multiple of the panel: an operand walked with stride 1 along N where rows, K and N are all
+    at least PACK_MIN, or, where every operand walks K with stride 1 (x @ w.T), one walked along N by rows, where
+    K is at most PACK_T_MAX_K and rows x K x N is at least PACK_T_WORK."""
     reduces = [x for x in ast.lazyops() if isinstance(x.op, ReduceOps)]
     if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM:
         return None
@@ -351,14 +358,20 @@ def _pack_plan(ast: LazyOp) -> tuple[LazyOp, int, int] | None:
     if not loads or len(red_axes) != 1 or not all(isinstance(s, int) for s in full):
         return None
     red = red_axes[0]
+    # NOTE: the dot form: every operand walks K with stride 1, so no output axis can take the vector lanes
+    dot_form = all(len(x.arg.st.views) == 1 and x.arg.st.views[0].strides[red] == 1 for x in loads)
     for load in loads:
         if len(load.arg.st.views) != 1 or (view := load.arg.st.views[0]).mask is not None:
             continue
         for axis, (size, stride) in enumerate(zip(view.shape, view.strides)):
             rows = prod(s for i, s in enumerate(full) if i not in (axis, red))
-            if (stride == 1 and axis != red and view.strides[red] not in (0, 1) and size % PACK_PANEL == 0
-                    and min(size, full[red], rows) >= PACK_MIN
-                    and all(st == 0 for i, st in enumerate(view.strides) if i not in (axis, red))):  # fmt: skip
+            if axis == red or size % PACK_PANEL or any(st != 0 for i, st in enumerate(view.strides)
+                                                         if i not in (axis, red)):  # fmt: skip
+                continue
+            by_columns = stride == 1 and view.strides[red] not in (0, 1) and min(size, full[red], rows) >= PACK_MIN
+            transposed = (dot_form and stride not in (0, 1) and full[red] <= PACK_T_MAX_K
+                          and rows * size * full[red] >= PACK_T_WORK)  # fmt: skip
+            if by_columns or transposed:
                 return load, axis, red
     return None
 

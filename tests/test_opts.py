@@ -156,6 +156,27 @@ def test_packing_is_the_schedulers_decision_for_any_graph() -> None:
     assert kernels(a @ b.T) == 1, "b.T walks rows: nothing to pack"
     assert kernels(a[:256] @ b) == 1, "256 rows do not repay the copy"
     assert kernels(a @ b[:, :500]) == 1, "500 columns are no whole number of panels"
+    x, w = Tensor.rand(1024, 128, device="CPU").realize(), Tensor.rand(512, 128, device="CPU").realize()
+    assert kernels(x @ w.T) == 2, "nn.Linear's x @ w.T with a short K: w is copied across into panels"
+    assert kernels(a @ b.T) == 1, "a long K (512) amortizes the dot form's final adds"
+    assert kernels(a[:256, :256] @ b[:256, :256]) == 1, "a plain matmul's left operand is never packed across"
+    assert kernels(x[:64, :32] @ w[:64, :32].T) == 1, "too little work to repay a copy"
+
+
+def test_transposed_operand_packed_matches_numpy(device: str) -> None:
+    """x @ w.T with K = 128 (a transformer's projection) runs from panels copied across: forward and both gradients
+    against float64 numpy."""
+    rng = np.random.default_rng(1)
+    x_np, w_np = rng.standard_normal((256, 128)).astype(np.float32), rng.standard_normal((512, 128)).astype(np.float32)
+    g_np = rng.standard_normal((256, 512)).astype(np.float32)
+    x, w = Tensor(x_np, device=device, requires_grad=True), Tensor(w_np, device=device, requires_grad=True)
+    out = x @ w.T
+    out.backward(Tensor(g_np, device=device))
+    assert x.grad is not None and w.grad is not None
+    x64, w64, g64 = x_np.astype(np.float64), w_np.astype(np.float64), g_np.astype(np.float64)
+    np.testing.assert_allclose(out.numpy(), x64 @ w64.T, rtol=1e-4, atol=1e-4 * np.sqrt(128))
+    np.testing.assert_allclose(x.grad.numpy(), g64 @ w64, rtol=1e-4, atol=1e-4 * np.sqrt(512))
+    np.testing.assert_allclose(w.grad.numpy(), g64.T @ x64, rtol=1e-4, atol=1e-4 * np.sqrt(256))
 
 
 @pytest.mark.parametrize("shape", [(512, 512, 544), (2, 256, 512, 512)], ids=["2d", "batched"])
