@@ -1283,6 +1283,19 @@ def test_conv_transpose_at_size(case: tuple, device: str) -> None:
     np.testing.assert_allclose(dw, np_conv_grads(gn, wn, xn, **conv_kw)[1], rtol=1e-4, atol=1e-3)
 
 
+def test_conv_transpose_that_only_crops_padding_is_zeros_with_gradients(device: str) -> None:
+    """Stride 3 with padding 1 over a 1-wide kernel: both outputs are padding the stride skips. They are zeros, and
+    the graph stays, so backward gives zero gradients (as PyTorch does) instead of failing."""
+    x = Tensor(np.ones((1, 2, 2), np.float32), device=device, requires_grad=True)
+    w = Tensor(np.ones((2, 1, 1), np.float32), device=device, requires_grad=True)
+    out = x.conv_transpose2d(w, stride=3, padding=1)
+    np.testing.assert_array_equal(out.numpy(), np.zeros((1, 1, 2), np.float32))
+    out.sum().backward()
+    assert x.grad is not None and w.grad is not None
+    np.testing.assert_array_equal(x.grad.numpy(), np.zeros((1, 2, 2), np.float32))
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros((2, 1, 1), np.float32))
+
+
 POOLS = {  # input shape, kernel, kwargs
     "2x2": ((2, 2, 4, 4), (2, 2), {}),
     "3x3_odd": ((1, 2, 7, 5), (3, 3), {}),
