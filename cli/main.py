@@ -95,14 +95,22 @@ def validate_command(
             min=1, max=1 << 16, help="batch size for the cost report and the memory check (default: the spec's)"
         ),
     ] = None,
+    print_resolved: Annotated[
+        bool,
+        typer.Option(
+            "--print", help="print the spec as it will train (extends, vars and --set applied) instead of a summary"
+        ),
+    ] = False,
     root: Root = None,
     allow_outside: AllowOutside = False,
     max_file_mb: MaxFileMb = None,
 ) -> None:
     """Check a spec without running anything: every problem with file:line:col, or a summary of the model."""
     with handled(), reading_policy(root, allow_outside, max_file_mb):
+        if as_json and print_resolved:
+            raise typer.BadParameter("--print and --json are two different outputs: give one", param_hint="--print")
         check_paths({"SPEC": spec})
-        validate(spec, overrides or [], as_json, batch)
+        validate(spec, overrides or [], as_json, batch, resolved=print_resolved)
 
 
 @app.command("train")

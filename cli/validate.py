@@ -14,7 +14,7 @@ from rich.text import Text
 from specgrad.modelspec.errors import Problem, SpecError, printable
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.train.data import Dataset, inspect_data
-from specgrad.train.run_folder import spec_file
+from specgrad.train.run_folder import resolved_spec_text, spec_file, spec_hash
 
 MAX_SHOWN = 50  # NOTE: a long list of problems usually has one cause near its top
 
@@ -134,7 +134,7 @@ def _fail(problems: list[Problem], as_json: bool) -> None:
     raise typer.Exit(1)
 
 
-def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None = None) -> None:
+def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None = None, resolved: bool = False) -> None:
     try:
         result = validate_file(spec_file(spec), overrides, batch=batch)
     except SpecError as e:
@@ -142,6 +142,12 @@ def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None 
     data, problems = inspect_data(result)  # NOTE: the data contract: the data as the model, loss and labels need it
     if problems:
         _fail(problems, as_json)
+    if resolved:
+        # NOTE: files named relative to the current folder, so `--print > resolved.yaml` validates as it is
+        head = (f"# {printable(str(spec))} as it will be trained (spec_hash {spec_hash(result.values)}): extends, "
+                "vars and --set applied, defaults left out; printed by specgrad validate --print\n")  # fmt: skip
+        typer.echo(head + resolved_spec_text(result, Path.cwd()), nl=False)
+        return
     if as_json:
         typer.echo(json.dumps({**summary_json(result), "data": data_json(data)}, indent=2))
         return

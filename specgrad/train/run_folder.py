@@ -176,17 +176,22 @@ def _as_written(values: dict[str, Any], section: Section) -> dict[str, Any]:
 
 
 def write_resolved_spec(spec: ValidSpec, folder: Path) -> None:
-    """The spec as it will be trained, as a spec file: it validates, trains, runs and exports by itself and has the
-    same spec_hash. A data file and an init: file are named relative to the run folder."""
+    """The spec as it will be trained, in the run folder (resolved_spec_text)."""
+    head = f"# the spec of this run as trained (spec_hash {spec_hash(spec.values)}); written by specgrad train\n"
+    atomic_write(folder / RESOLVED, (head + resolved_spec_text(spec, folder)).encode())
+
+
+def resolved_spec_text(spec: ValidSpec, folder: Path) -> str:
+    """The spec as it will be trained, as a spec file saved in `folder`: extends, vars and --set applied, defaults left
+    out. It validates, trains, runs and exports by itself and has the same spec_hash. A data file and an init: file
+    are named relative to `folder`."""
     values = {k: v for k, v in spec.values.items() if k != "extends"}
     data = values.get("data")
     if isinstance(data, dict):
         values["data"] = {**data, **{k: _relative(data_file(spec), folder) for k in PATH_KEYS if data.get(k)}}
     if (init := given_init(spec.node("init"))) is not None:
         values["init"] = {**values["init"], "from": _relative(Path(init_file(init, spec.path)), folder)}
-    body = yaml.safe_dump(_as_written(values, TOP), sort_keys=False, allow_unicode=True)
-    head = f"# the spec of this run as trained (spec_hash {spec_hash(spec.values)}); written by specgrad train\n"
-    atomic_write(folder / RESOLVED, (head + body).encode())
+    return yaml.safe_dump(_as_written(values, TOP), sort_keys=False, allow_unicode=True)
 
 
 def _relative(target: Path, folder: Path) -> str:
