@@ -2,6 +2,7 @@
 
     runs/<name>-<n>/spec.resolved.yaml    the spec as trained (extends, vars, --set, --epochs/--steps applied)
                     metrics.jsonl         one JSON record per line, in step order
+                    metrics.csv           the same records as a table (for spreadsheets), rewritten each epoch
                     metrics.png           loss (and accuracy) per epoch, with the plot extra
                     checkpoints/          epoch-NNNNN, best, interrupted: model, optimizer and position
                     model.safetensors     the final weights (the best or the last, as train.final_weights says)
@@ -15,9 +16,11 @@ graphs.
 from __future__ import annotations
 
 import contextlib
+import csv
 import errno
 import fcntl
 import hashlib
+import io
 import json
 import os
 import stat
@@ -39,7 +42,7 @@ from specgrad.train.data import data_file
 
 RESOLVED = "spec.resolved.yaml"
 FINAL = "model.safetensors"
-RUN_FILES = (RESOLVED, "metrics.jsonl", "metrics.png", FINAL)  # NOTE: and the exports, model.<format>
+RUN_FILES = (RESOLVED, "metrics.jsonl", "metrics.csv", "metrics.png", FINAL)  # NOTE: and the exports, model.<format>
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"
 PATH_KEYS = ("path",)  # NOTE: data keys holding a file path, rewritten relative to the folder of the spec file
@@ -238,6 +241,16 @@ class MetricsLog:
     def log(self, record: dict[str, Any]) -> None:
         self.records.append(record)
         append_file(self.path, (json.dumps(record) + "\n").encode())
+
+    def write_csv(self) -> None:
+        """metrics.csv: one row per record, a column per field in the order fields first appear (split, epoch, step,
+        then the metrics); a field a record lacks is an empty cell."""
+        columns = list(dict.fromkeys(key for record in self.records for key in record))
+        out = io.StringIO()
+        writer = csv.DictWriter(out, columns, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.records)
+        atomic_write(self.folder / "metrics.csv", out.getvalue().encode())
 
     def rewind(self, step: int, epoch: int) -> None:
         """Keep what was logged up to a checkpoint (step, epochs finished): a resumed run logs the rest again, so

@@ -399,6 +399,7 @@ class Trainer:
             prune(folder, ckpt["keep"])
         if pos.stopped:
             say(f"early stopping after epoch {epoch}: {pos.stopped}")
+        log.write_csv()
         return valid
 
     def epoch_line(self, epoch: int, log: MetricsLog) -> str:
@@ -429,7 +430,8 @@ class Trainer:
         final_epoch = pos.best_epoch if final == "best" else pos.epoch
         meta = {**self.metadata(), "weights": final, "epoch": str(final_epoch)}
         safe_save(tensors, folder / FINAL, metadata=meta)
-        write_plot(folder, log.records, say)
+        log.write_csv()
+        write_plot(folder, log.records, say, (self.metric, pos.best_epoch))
         last = [p for p in checkpoints(folder) if p.name.startswith("epoch-")]
         return Summary(valid, self.metric, pos.best, pos.best_epoch, final, self.final_choice, final_epoch or pos.epoch,
                        pos.stopped, folder / FINAL, last[-1] if last else None)  # fmt: skip
@@ -560,13 +562,16 @@ def _deferred_interrupt() -> Iterator[Callable[[], bool]]:
         signal.signal(signal.SIGINT, previous)
 
 
-def write_plot(folder: Path, records: list[dict[str, Any]], say: Callable[[str], None]) -> None:
-    """metrics.png: loss (and accuracy) per epoch, when matplotlib is installed (an optional extra)."""
+def write_plot(folder: Path, records: list[dict[str, Any]], say: Callable[[str], None],
+               best: tuple[str, int | None] = ("loss", None)) -> None:  # fmt: skip
+    """metrics.png: training and validation loss (and accuracy) per epoch, the best epoch (by the watched validation
+    metric, `best`) marked on each, when matplotlib is installed (an optional extra)."""
     try:
         import matplotlib
 
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
+        from matplotlib.ticker import MaxNLocator
     except ImportError:
         say("matplotlib is not installed, so there is no metrics.png (pip install 'specgrad[plot]')")
         return
@@ -576,9 +581,14 @@ def write_plot(folder: Path, records: list[dict[str, Any]], say: Callable[[str],
         for split in ("train_epoch", "valid"):
             rows = [r for r in records if r["split"] == split and name in r]
             if rows:
-                ax.plot([r["epoch"] for r in rows], [r[name] for r in rows], marker=".", label=split)
+                label = "train" if split == "train_epoch" else "valid"
+                ax.plot([r["epoch"] for r in rows], [r[name] for r in rows], marker=".", label=label)
+        metric, epoch = best
+        if epoch is not None:
+            ax.axvline(epoch, color="gray", linestyle="--", linewidth=1, label=f"best valid {metric} (epoch {epoch})")
         ax.set_title(name)
         ax.set_xlabel("epoch")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         if ax.get_legend_handles_labels()[0]:
             ax.legend()
     fig.tight_layout()

@@ -4,6 +4,7 @@ metrics without duplicates, and a run folder that is self-contained (its spec va
 from __future__ import annotations
 
 import contextlib
+import csv
 import json
 import os
 import random
@@ -124,6 +125,17 @@ def test_resume_after_a_crash_at_a_random_step_is_bit_identical(tmp_path: Path, 
     assert len(steps) == len(set(steps)), "metrics.jsonl holds no duplicates"
     without_speed = lambda rows: [{k: v for k, v in r.items() if k != "examples_per_s"} for r in rows]  # noqa: E731
     assert without_speed(records(folder)) == without_speed(records(straight))
+    assert_csv_is_the_log(folder)
+
+
+def assert_csv_is_the_log(folder: Path) -> None:
+    """metrics.csv holds every metrics.jsonl record, in order, a field a record lacks left empty."""
+    with (folder / "metrics.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    log = records(folder)
+    assert len(rows) == len(log) and rows[0].keys() >= {"split", "epoch", "step", "loss"}
+    for row, record in zip(rows, log):
+        assert row == {k: str(record[k]) if k in record else "" for k in row}, (row, record)
 
 
 @pytest.mark.parametrize("at", [1, 88, 89, 150, 199])

@@ -45,6 +45,8 @@ def test_train_digits_mlp_writes_a_run_folder(tmp_path: Path) -> None:
     assert len(list((folder / "checkpoints").glob("epoch-*.safetensors"))) == 3  # NOTE: keep: 3 by default
     assert (folder / "checkpoints" / "best.safetensors").exists()
     assert "done:" in output and "accuracy" in output
+    header, *rows = (folder / "metrics.csv").read_text().splitlines()
+    assert header.startswith("split,epoch,step,loss") and len(rows) == len(records)
 
 
 def test_same_spec_same_metrics(tmp_path: Path) -> None:
