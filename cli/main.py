@@ -14,6 +14,7 @@ import typer
 from specgrad.cli.bench import bench
 from specgrad.cli.demo import demo
 from specgrad.cli.errors import TRACEBACKS, check_paths, handled
+from specgrad.cli.evaluate import evaluate
 from specgrad.cli.export import export
 from specgrad.cli.run import run
 from specgrad.cli.train import train
@@ -175,6 +176,27 @@ def run_command(
     with handled(), reading_policy(root, allow_outside, max_file_mb):
         check_paths({"SPEC": spec, "--input": input_path, "--weights": weights, "--output": output})
         run(spec, weights, input_path, output, overrides or [], device, as_json, allow_nonfinite)
+
+
+@app.command("evaluate")
+def evaluate_command(
+    spec: Annotated[Path, typer.Argument(help="a run folder (its spec and final weights), or a spec with --weights")],
+    weights: Annotated[
+        Path | None,
+        typer.Option(help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"),
+    ] = None,
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.width=64")] = None,
+    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
+    root: Root = None,
+    allow_outside: AllowOutside = False,
+    max_file_mb: MaxFileMb = None,
+) -> None:
+    """How good the weights are on the validation split: accuracy, per-class figures and the confusion matrix, errors in
+    the target's units, or loss and perplexity; written into the run folder as JSON."""
+    with handled(), reading_policy(root, allow_outside, max_file_mb):
+        check_paths({"SPEC": spec, "--weights": weights})
+        evaluate(spec, weights, overrides or [], device, as_json)
 
 
 @app.command("export")

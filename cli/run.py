@@ -81,10 +81,11 @@ def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | 
 # *** the model and its weights ***
 
 
-def spec_and_weights(spec_path: Path, weights: Path | None, overrides: list[str]) -> tuple[ValidSpec, Path]:
+def spec_and_weights(spec_path: Path, weights: Path | None, overrides: list[str],
+                     data_files: bool = False) -> tuple[ValidSpec, Path]:  # fmt: skip
     """The spec (a file, or a run folder's resolved spec) and the weights: --weights (a weights file or any checkpoint),
-    else the run folder's final model.safetensors."""
-    spec = validate_file(spec_file(spec_path), overrides, data_files=False)
+    else the run folder's final model.safetensors. The data files are read only with `data_files`."""
+    spec = validate_file(spec_file(spec_path), overrides, data_files=data_files)
     if weights is None:
         if not spec_path.is_dir():
             raise SpecError.at(None, f"which weights? {spec_path} is a spec file, so --weights is needed",

@@ -4,6 +4,7 @@
                     metrics.jsonl         one JSON record per line, in step order
                     metrics.csv           the same records as a table (for spreadsheets), rewritten each epoch
                     metrics.png           loss (and accuracy) per epoch, with the plot extra
+                    evaluation-validation.json (.png)   what `specgrad evaluate` reported, when it was run
                     checkpoints/          epoch-NNNNN, best, interrupted: model, optimizer and position
                     model.safetensors     the final weights (the best or the last, as train.final_weights says)
 
@@ -42,7 +43,8 @@ from specgrad.train.data import data_file
 
 RESOLVED = "spec.resolved.yaml"
 FINAL = "model.safetensors"
-RUN_FILES = (RESOLVED, "metrics.jsonl", "metrics.csv", "metrics.png", FINAL)  # NOTE: and the exports, model.<format>
+RUN_FILES = (RESOLVED, "metrics.jsonl", "metrics.csv", "metrics.png", FINAL)  # NOTE: and the exports, model.<format>,
+# and what `specgrad evaluate` writes, evaluation-<split>.*
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"
 PATH_KEYS = ("path",)  # NOTE: data keys holding a file path, rewritten relative to the folder of the spec file
@@ -216,7 +218,7 @@ def read_resolved_spec(folder: Path) -> ValidSpec:
 def cleanup_partial_files(folder: Path) -> None:
     """Temporary files a crash left behind while writing (complete files are renamed into place): atomic_write's
     '.<name>.<random>' beside the run folder's own files, and nothing else."""
-    own = [*RUN_FILES, *(p.name for p in folder.glob("model.*"))]
+    own = [*RUN_FILES, *(p.name for p in [*folder.glob("model.*"), *folder.glob("evaluation-*")])]
     temps = [t for name in own for t in folder.glob(f".{name}.*")]
     for tmp in temps + list((folder / CHECKPOINTS).glob(".*.safetensors.*")):
         with contextlib.suppress(FileNotFoundError):

@@ -1,0 +1,173 @@
+"""`specgrad evaluate`: how good trained weights are on the validation split, per output: classifiers' accuracy,
+per-class figures and confusion matrix, regression errors in the target's units, language models' loss and
+perplexity (specgrad.train.evaluation computes them). Printed, and written into the run folder as JSON (and the
+confusion matrix as a PNG with the plot extra)."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import typer
+from rich.console import Console
+from rich.table import Table
+from specgrad.cli.run import load_model, spec_and_weights
+
+from specgrad import Tensor
+from specgrad.device import Device
+from specgrad.helpers import atomic_write
+from specgrad.modelspec.errors import SpecError, printable
+from specgrad.modelspec.validate import ValidSpec
+from specgrad.train.data import Dataset, eval_batches, fields, load_data
+from specgrad.train.evaluation import classification, language, regression
+
+SPLIT = "validation"
+MAX_CONFUSION = 20  # NOTE: classes beyond this make the text table unreadable; the JSON and the PNG have them all
+
+
+def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device: str | None, as_json: bool) -> None:
+    spec, weights = spec_and_weights(spec_path, weights, overrides, data_files=True)
+    if device is not None:
+        Device.DEFAULT = device
+    data = load_data(spec)
+    if not len(data.x_valid):
+        raise SpecError.at(None, f"{spec.path} has no validation examples to evaluate on (data.valid_split is 0)",
+                           "train with a validation split, e.g. --set data.valid_split=0.2")  # fmt: skip
+    model, _ = load_model(spec, weights)
+    outputs = list(spec.outputs)
+    got = _outputs(model, spec, data)
+    truths = fields(data.y_valid, outputs)
+    reports = {name: _report(_head(data, name), out, truth, spec) for name, out, truth in zip(outputs, got, truths)}
+    document = {"split": SPLIT, "examples": len(data.x_valid), "weights": str(weights), "outputs": reports}
+    written = _write(spec_path, document) if spec_path.is_dir() else []
+    if as_json:
+        typer.echo(json.dumps({**document, "written": [str(p) for p in written]}, indent=2))
+        return
+    console = Console(width=120)
+    where = f"{printable(str(spec_path))}: {len(data.x_valid)} {SPLIT} examples"
+    console.print(f"{where}, weights {printable(str(weights))}")
+    for name, report in reports.items():
+        _print(console, name if len(reports) > 1 else None, report)
+    if written:
+        console.print("wrote " + ", ".join(printable(str(p)) for p in written))
+    else:
+        console.print("(a spec file, not a run folder: nothing written; give the run folder to keep the figures)")
+
+
+def _outputs(model: Any, spec: ValidSpec, data: Dataset) -> list[np.ndarray]:
+    """Every output of the model on every validation example, as numpy, in the spec's output order."""
+    parts: list[list[np.ndarray]] = [[] for _ in spec.outputs]
+    for x, _ in eval_batches(data.x_valid, data.y_valid, spec.batch_size):
+        for part, out in zip(parts, model.outputs(*[Tensor(a) for a in fields(x, list(spec.inputs))])):
+            part.append(out.numpy())
+    return [np.concatenate(p) for p in parts]
+
+
+def _head(data: Dataset, name: str) -> dict[str, Any]:
+    """The task, classes and target statistics of one output."""
+    if data.heads:
+        h = data.heads[name]
+        return {"task": h.task, "class_names": h.class_names, "target_stats": h.target_stats}
+    return {"task": data.task, "class_names": data.class_names, "target_stats": data.target_stats}
+
+
+def _report(head: dict[str, Any], out: np.ndarray, truth: np.ndarray, spec: ValidSpec) -> dict[str, Any]:
+    task = head["task"]
+    if task == "classify":
+        return {"task": task, **classification(out, truth, head["class_names"])}
+    if task == "language":
+        return {"task": task, **language(out, truth)}
+    stats = head["target_stats"]
+    if stats:  # NOTE: trained on standardized targets: both sides back in the target's own units
+        out, truth = out * stats["std"] + stats["mean"], truth * stats["std"] + stats["mean"]
+    return {"task": task, **regression(out, truth, _target_names(spec, truth))}
+
+
+def _target_names(spec: ValidSpec, truth: np.ndarray) -> list[str] | None:
+    target = (spec.values.get("data") or {}).get("target")
+    names = [target] if isinstance(target, str) else list(target) if isinstance(target, list) else None
+    return names if names is not None and len(names) == int(np.prod(truth.shape[1:])) else None
+
+
+def _write(folder: Path, document: dict[str, Any]) -> list[Path]:
+    """evaluation-<split>.json, and the confusion matrices as a PNG when matplotlib is installed."""
+    path = folder / f"evaluation-{SPLIT}.json"
+    atomic_write(path, (json.dumps(document, indent=2) + "\n").encode())
+    written = [path]
+    confusions = {k: r for k, r in document["outputs"].items() if r["task"] == "classify"}
+    if confusions and (png := _confusion_png(confusions)) is not None:
+        atomic_write(folder / f"evaluation-{SPLIT}-confusion.png", png)
+        written.append(folder / f"evaluation-{SPLIT}-confusion.png")
+    return written
+
+
+def _confusion_png(reports: dict[str, dict[str, Any]]) -> bytes | None:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    fig, axes = plt.subplots(1, len(reports), figsize=(6 * len(reports), 5), squeeze=False)
+    for ax, (name, report) in zip(axes[0], reports.items()):
+        matrix, names = np.array(report["confusion"]), [c["name"] for c in report["classes"]]
+        image = ax.imshow(matrix, cmap="Blues")
+        ax.set_title(f"{name}: accuracy {report['accuracy']:.4f}")
+        ax.set_xlabel("predicted")
+        ax.set_ylabel("true")
+        if len(names) <= MAX_CONFUSION:
+            ax.set_xticks(range(len(names)), names, rotation=90)
+            ax.set_yticks(range(len(names)), names)
+            for (i, j), v in np.ndenumerate(matrix):
+                ax.text(j, i, str(v), ha="center", va="center", fontsize=7,
+                        color="white" if v > matrix.max() / 2 else "black")  # fmt: skip
+        fig.colorbar(image, ax=ax)
+    fig.tight_layout()
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+# *** the printed report ***
+
+
+def _print(console: Console, name: str | None, report: dict[str, Any]) -> None:
+    prefix = f"{name}: " if name else ""
+    if report["task"] == "language":
+        console.print(f"{prefix}loss {_num(report['loss'])} per token ({report['tokens']} tokens), perplexity "
+                      f"{_num(report['perplexity'])}, next-character accuracy {_num(report['accuracy'])}")  # fmt: skip
+        return
+    if report["task"] == "regress":
+        console.print(f"{prefix}MAE {_num(report['mae'])}, RMSE {_num(report['rmse'])}, R^2 {_num(report['r2'])} "
+                      "(in the target's units)")  # fmt: skip
+        if len(report["targets"]) > 1:
+            table = Table("target", "MAE", "RMSE", "R^2")
+            for t in report["targets"]:
+                table.add_row(printable(t["name"]), _num(t["mae"]), _num(t["rmse"]), _num(t["r2"]))
+            console.print(table)
+        return
+    top = f", top-{report['top_k']['k']} {_num(report['top_k']['accuracy'])}" if "top_k" in report else ""
+    macro = report["macro"]
+    console.print(f"{prefix}accuracy {_num(report['accuracy'])}{top}; macro precision {_num(macro['precision'])}, "
+                  f"recall {_num(macro['recall'])}, F1 {_num(macro['f1'])}")  # fmt: skip
+    table = Table("class", "precision", "recall", "F1", "support")
+    for c in report["classes"]:
+        table.add_row(printable(c["name"]), _num(c["precision"]), _num(c["recall"]), _num(c["f1"]), str(c["support"]))
+    console.print(table)
+    names = [printable(c["name"]) for c in report["classes"]]
+    if len(names) > MAX_CONFUSION:
+        console.print(f"(the confusion matrix of {len(names)} classes is in the JSON)")
+        return
+    matrix = Table("true \\ predicted", *names, title="confusion matrix")
+    for row_name, row in zip(names, report["confusion"]):
+        matrix.add_row(row_name, *[str(v) for v in row])
+    console.print(matrix)
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
