@@ -1,5 +1,5 @@
-"""`specgrad evaluate`: how good trained weights are on the validation split, per output: classifiers' accuracy,
-per-class figures and confusion matrix, regression errors in the target's units, language models' loss and
+"""`specgrad evaluate`: how good trained weights are on the validation or the test split, per output: classifiers'
+accuracy, per-class figures and confusion matrix, regression errors in the target's units, language models' loss and
 perplexity (specgrad.train.evaluation computes them). Printed, and written into the run folder as JSON (and the
 confusion matrix as a PNG with the plot extra)."""
 
@@ -24,30 +24,34 @@ from specgrad.modelspec.validate import ValidSpec
 from specgrad.train.data import Dataset, eval_batches, fields, load_data
 from specgrad.train.evaluation import classification, language, regression
 
-SPLIT = "validation"
+SPLITS = {"validation": ("valid", "valid_split"), "test": ("test", "test_split")}  # --split -> (held, data key)
 MAX_CONFUSION = 20  # NOTE: classes beyond this make the text table unreadable; the JSON and the PNG have them all
 
 
-def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device: str | None, as_json: bool) -> None:
+def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device: str | None, as_json: bool,
+             split: str = "validation") -> None:  # fmt: skip
+    held, key = SPLITS[split]
     spec, weights = spec_and_weights(spec_path, weights, overrides, data_files=True)
     if device is not None:
         Device.DEFAULT = device
-    data = load_data(spec)
-    if not len(data.x_valid):
-        raise SpecError.at(None, f"{spec.path} has no validation examples to evaluate on (data.valid_split is 0)",
-                           "train with a validation split, e.g. --set data.valid_split=0.2")  # fmt: skip
+    if not spec.values["data"][key]:
+        hint = ("train with a test split, e.g. --set data.test_split=0.1 (the same data and seed then give the same "
+                "validation examples)" if split == "test" else "train with a validation split, e.g. --set "
+                "data.valid_split=0.2")  # fmt: skip
+        raise SpecError.at(None, f"{spec.path} has no {split} examples to evaluate on (data.{key} is 0)", hint)
+    data = load_data(spec, held=held)
     model, _ = load_model(spec, weights)
     outputs = list(spec.outputs)
     got = _outputs(model, spec, data)
     truths = fields(data.y_valid, outputs)
     reports = {name: _report(_head(data, name), out, truth, spec) for name, out, truth in zip(outputs, got, truths)}
-    document = {"split": SPLIT, "examples": len(data.x_valid), "weights": str(weights), "outputs": reports}
+    document = {"split": split, "examples": len(data.x_valid), "weights": str(weights), "outputs": reports}
     written = _write(spec_path, document) if spec_path.is_dir() else []
     if as_json:
         typer.echo(json.dumps({**document, "written": [str(p) for p in written]}, indent=2))
         return
     console = Console(width=120)
-    where = f"{printable(str(spec_path))}: {len(data.x_valid)} {SPLIT} examples"
+    where = f"{printable(str(spec_path))}: {len(data.x_valid)} {split} examples"
     console.print(f"{where}, weights {printable(str(weights))}")
     for name, report in reports.items():
         _print(console, name if len(reports) > 1 else None, report)
@@ -94,13 +98,13 @@ def _target_names(spec: ValidSpec, truth: np.ndarray) -> list[str] | None:
 
 def _write(folder: Path, document: dict[str, Any]) -> list[Path]:
     """evaluation-<split>.json, and the confusion matrices as a PNG when matplotlib is installed."""
-    path = folder / f"evaluation-{SPLIT}.json"
+    path, split = folder / f"evaluation-{document['split']}.json", document["split"]
     atomic_write(path, (json.dumps(document, indent=2) + "\n").encode())
     written = [path]
     confusions = {k: r for k, r in document["outputs"].items() if r["task"] == "classify"}
     if confusions and (png := _confusion_png(confusions)) is not None:
-        atomic_write(folder / f"evaluation-{SPLIT}-confusion.png", png)
-        written.append(folder / f"evaluation-{SPLIT}-confusion.png")
+        atomic_write(folder / f"evaluation-{split}-confusion.png", png)
+        written.append(folder / f"evaluation-{split}-confusion.png")
     return written
 
 

@@ -7,6 +7,7 @@ command line (typer), 3 the environment cannot do it, 4 non-finite loss, 70 inte
 from __future__ import annotations
 
 from contextlib import AbstractContextManager
+from enum import Enum
 from pathlib import Path
 from typing import Annotated
 
@@ -178,6 +179,11 @@ def run_command(
         run(spec, weights, input_path, output, overrides or [], device, as_json, allow_nonfinite)
 
 
+class Split(str, Enum):
+    validation = "validation"
+    test = "test"
+
+
 @app.command("evaluate")
 def evaluate_command(
     spec: Annotated[Path, typer.Argument(help="a run folder (its spec and final weights), or a spec with --weights")],
@@ -188,15 +194,18 @@ def evaluate_command(
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.width=64")] = None,
     device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
+    split: Annotated[
+        Split, typer.Option(help="the held-out examples: validation, or test (the spec's data.test_split)")
+    ] = Split.validation,
     root: Root = None,
     allow_outside: AllowOutside = False,
     max_file_mb: MaxFileMb = None,
 ) -> None:
-    """How good the weights are on the validation split: accuracy, per-class figures and the confusion matrix, errors in
+    """How good the weights are on held-out examples: accuracy, per-class figures and the confusion matrix, errors in
     the target's units, or loss and perplexity; written into the run folder as JSON."""
     with handled(), reading_policy(root, allow_outside, max_file_mb):
         check_paths({"SPEC": spec, "--weights": weights})
-        evaluate(spec, weights, overrides or [], device, as_json)
+        evaluate(spec, weights, overrides or [], device, as_json, split.value)
 
 
 @app.command("export")

@@ -85,6 +85,8 @@ DATA = Section("data", "where examples come from and how they are batched", {
     "samples": Field("int", "how many examples a generated source makes", 1000, min=1, max=10_000_000),
     "noise": Field("float", "noise added by a generated source", 0.0, min=0.0, max=100.0),
     "valid_split": Field("float", "fraction of examples held out for validation", 0.2, min=0.0, max=0.9),
+    "test_split": Field("float", "fraction of examples held out for testing: never trained on or validated with, "
+                                "read only by specgrad evaluate --split test", 0.0, min=0.0, max=0.9),
     "batch_size": Field("int", "examples per training step", 32, min=1, max=1 << 16),
     "shuffle": Field("bool", "shuffle the training examples every epoch", True),
     "normalize": Field("bool", "scale inputs by statistics of the training split", True),
@@ -247,7 +249,7 @@ def validate_file(
     blocks, block_problems = _blocks(root.get("blocks"))
     problems += found + block_problems
     problems += _check_data(root.get("data"), data_files, str(path)) + _check_name(root.get("name"))
-    problems += _check_needs_validation(root) + _loss_entries(root.get("train"))
+    problems += _check_needs_validation(root) + _check_splits(root) + _loss_entries(root.get("train"))
     model = root.value.get("model")
     nodes, outputs = [], ()
     if model is not None:
@@ -484,6 +486,20 @@ def _check_losses(root: YNode, outputs: tuple[str, ...]) -> list[Problem]:
         problems.append(Problem("every output's weight in train.losses is 0, so there would be nothing to learn",
                                 losses.loc, "give at least one output a weight above 0"))  # fmt: skip
     return problems
+
+
+def _check_splits(root: YNode) -> list[Problem]:
+    """The validation and test fractions together leave examples to train on."""
+    data = root.get("data")
+    if data is None or data.kind != "map" or (test := data.get("test_split")) is None:
+        return []
+    valid = data.get("valid_split")
+    fractions = [n.value for n in (valid, test) if n is not None]
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in fractions) or sum(fractions) < 0.95:
+        return []
+    return [Problem(f"data.valid_split and data.test_split hold out {sum(fractions):g} of the examples together, "
+                    "which leaves too few to train on", test.loc,
+                    "keep their sum below 0.95, for example valid_split: 0.2 and test_split: 0.1")]  # fmt: skip
 
 
 def _check_needs_validation(root: YNode) -> list[Problem]:

@@ -137,6 +137,7 @@ class _Source:
     shape: tuple[int, ...]
     dtype: str
     out: str  # the output whose targets are being read (a model with several has a _Source per output)
+    held: str = "valid"  # the held-out part a Dataset's x_valid/y_valid hold: "valid", or "test" (for evaluate)
 
     @property
     def loss(self) -> str:
@@ -232,9 +233,11 @@ def data_file(spec: ValidSpec) -> Path:
 # *** load_data ***
 
 
-def load_data(spec: ValidSpec) -> Dataset:
-    """The spec's examples, split into training and validation, deterministic given spec.values['seed']."""
-    src = _source(spec)
+def load_data(spec: ValidSpec, held: str = "valid") -> Dataset:
+    """The spec's examples, split into training and validation, deterministic given spec.values['seed']. With held
+    "test", x_valid and y_valid hold the test examples instead (prepared with the training split's statistics, as
+    the validation examples are); training never asks for them."""
+    src = replace(_source(spec), held=held)
     _check_unused(src)
     if named(spec):
         return _load_named(src)
@@ -319,17 +322,26 @@ def _check_augment(src: _Source) -> None:
         raise SpecError(problems)
 
 
-def _indices(n: int, valid_split: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    """Shuffled (train, valid) indices; valid_split 0 keeps every example for training."""
+def _indices(src: _Source, n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Shuffled (train, held-out) indices: the held-out part is the validation examples, or the test examples when
+    src.held is "test". valid_split 0 keeps every example not held for testing for training. The test examples come
+    from the end of the shuffled order, so the validation examples are the same with a test split or without."""
+    valid_split, test_split, seed = src.data["valid_split"], src.data["test_split"], src.spec.values["seed"]
+    n_test = max(1, round(n * test_split)) if test_split > 0 else 0
     if valid_split == 0:
-        return np.random.default_rng(seed).permutation(n), np.zeros(0, dtype=np.int64)
-    return split(n, valid_split, seed)
+        order, valid = np.random.default_rng(seed).permutation(n), np.zeros(0, dtype=np.int64)
+        train = order[: n - n_test]
+    else:
+        train, valid = split(n, valid_split, seed)
+        order = np.concatenate([valid, train])
+        train = train[: len(train) - n_test]
+    return train, (order[n - n_test :] if src.held == "test" else valid)
 
 
 def _split(src: _Source, x: np.ndarray, y: np.ndarray, target: _Target, where: Location | None, what: str) -> Dataset:
     """Examples checked against the model (the data contract), then split; `what` says where the examples come from."""
     y, num_classes = _check_contract(src, y, target)
-    train, valid = _indices(len(x), src.data["valid_split"], src.spec.values["seed"])
+    train, valid = _indices(src, len(x))
     names = (target.names or [str(i) for i in range(num_classes)]) if target.task == "classify" else None
     ds = Dataset(x[train], y[train], x[valid], y[valid], target.task, num_classes, class_names=names)
     _check_enough(src, ds, where, what)
@@ -507,14 +519,17 @@ def _width_problems(src: _Source, labels: np.ndarray, target: _Target, num_class
 
 
 def _check_enough(src: _Source, ds: Dataset, where: Location | None, what: str) -> None:
-    """At least one full training batch, and a validation example when valid_split asks for some."""
-    bs, vs = src.data["batch_size"], src.data["valid_split"]
+    """At least one full training batch, and a held-out example (validation, or test for evaluate) when the split
+    asks for some."""
+    bs, ts = src.data["batch_size"], src.data["test_split"]
     if len(ds.x_train) < bs:
+        splits = "data.valid_split" + (" or data.test_split" if ts > 0 else "")
         raise SpecError.at(where, f"{what} leave {len(ds.x_train)} training examples, fewer than batch_size {bs} "
                            "(training uses full batches only)",
-                           "lower data.batch_size or data.valid_split, or add examples")  # fmt: skip
-    if vs > 0 and len(ds.x_valid) == 0:
-        raise SpecError.at(where, f"{what} leave no validation examples", "add examples, or set valid_split: 0")
+                           f"lower data.batch_size or {splits}, or add examples")  # fmt: skip
+    held, key = ("test", "test_split") if src.held == "test" else ("validation", "valid_split")
+    if src.data[key] > 0 and len(ds.x_valid) == 0:
+        raise SpecError.at(where, f"{what} leave no {held} examples", f"add examples, or set {key}: 0")
 
 
 def _check_shape(src: _Source, got: tuple[int, ...], what: str) -> None:
@@ -694,9 +709,12 @@ def _load_text(src: _Source) -> Dataset:
     codes = np.frombuffer(text.encode("utf-32-le"), dtype="<u4").astype(np.int32)
     vocab, from_model = _vocab(src)
     _check_vocab(text, codes, file, vocab, from_model)
-    vs = src.data["valid_split"]
-    cut = len(codes) - (round(len(codes) * vs) if vs > 0 else 0)
-    (x_train, y_train), (x_valid, y_valid) = _windows(codes[:cut], context), _windows(codes[cut:], context)
+    vs, ts = src.data["valid_split"], src.data["test_split"]
+    # NOTE: by position: training text, then validation, then test, so no window spans two parts
+    test_cut = len(codes) - (round(len(codes) * ts) if ts > 0 else 0)
+    cut = test_cut - (round(len(codes) * vs) if vs > 0 else 0)
+    held = codes[test_cut:] if src.held == "test" else codes[cut:test_cut]
+    (x_train, y_train), (x_valid, y_valid) = _windows(codes[:cut], context), _windows(held, context)
     _check_language(src, codes, f"the characters of {Path(file).name}")
     ds = Dataset(x_train, y_train, x_valid, y_valid, "language", vocab)
     what = f"the {len(codes)} characters of {file} with context {context} and valid_split {vs}"
@@ -1003,7 +1021,7 @@ def _load_csv(src: _Source) -> Dataset:
     hline, header, rows = csv_table(_read_bytes(src, file), file)
     features, cols = _csv_columns(src, header, hline, file)
     col, what = cols[-1], f"the values of column '{_quoted(header[cols[-1]])}' in {file.name}"
-    train, _ = _indices(len(rows), src.data["valid_split"], src.spec.values["seed"])
+    train, _ = _indices(src, len(rows))
     categorical = src.data["categorical"] or {}
     vocabularies = {f: (categorical[f], _vocabulary(rows, train, c, len(header)))
                     for f, c in zip(features, cols) if f in categorical}  # fmt: skip
@@ -1275,7 +1293,7 @@ def _load_named(src: _Source) -> Dataset:
             ys[o], heads[o] = got
     if found:
         raise SpecError(found)
-    train, valid = _indices(len(next(iter(xs.values()))), src.data["valid_split"], src.spec.values["seed"])
+    train, valid = _indices(src, len(next(iter(xs.values()))))
     x, y = _records(xs), _records(ys)
     ds = Dataset(x[train], y[train], x[valid], y[valid], "multi", heads=heads)
     _check_enough(src, ds, loc, f"the {len(train) + len(valid)} examples of {file.name} with valid_split "

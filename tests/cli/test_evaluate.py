@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 from specgrad.cli.main import app
 from typer.testing import CliRunner
@@ -86,3 +87,55 @@ def test_mistakes_are_clear_errors(tmp_path: Path) -> None:
     none = runner.invoke(app, ["evaluate", str(folder), "--set", "data.valid_split=0"])
     assert none.exit_code == 1 and "no validation examples" in none.output
     assert "Traceback" not in none.output + spec_only.output
+
+
+def test_the_test_split_is_never_trained_on_and_evaluate_reads_it(tmp_path: Path) -> None:
+    from specgrad.modelspec.validate import validate_file
+    from specgrad.train.data import load_data
+
+    folder = trained(tmp_path, SPECS / "digits_mlp.yaml", "--epochs", "2", "--set", "data.test_split=0.1")
+    spec = validate_file(folder / "spec.resolved.yaml")
+    assert spec.values["data"]["test_split"] == 0.1, "the run records its test split"
+    held, test = load_data(spec), load_data(spec, held="test")
+    rows = lambda a: {r.tobytes() for r in a}  # noqa: E731
+    assert len(test.x_valid) == 180 and len(held.x_train) + len(held.x_valid) + len(test.x_valid) == 1797
+    assert not rows(test.x_valid) & (rows(held.x_train) | rows(held.x_valid)), "test examples are nowhere else"
+    raw = ["data.normalize=false"]
+    without, with_test = (load_data(validate_file(SPECS / "digits_mlp.yaml", raw + extra))
+                          for extra in ([], ["data.test_split=0.1"]))  # fmt: skip
+    np.testing.assert_array_equal(with_test.x_valid, without.x_valid, "validation is the same with a test split")
+    doc = evaluated(folder, "--split", "test")
+    assert doc["split"] == "test" and doc["examples"] == 180 and (folder / "evaluation-test.json").exists()
+    none = runner.invoke(app, ["evaluate", str(trained(tmp_path / "b", SPECS / "digits_mlp.yaml", "--steps", "5")),
+                               "--split", "test"])  # fmt: skip
+    assert none.exit_code == 1 and "no test examples" in none.output and "data.test_split" in none.output
+
+
+def test_text_is_split_by_position_training_then_validation_then_test() -> None:
+    """The test part is the text's last 10%, validation the 20% before it, training the rest: no window spans two."""
+    from specgrad.datasets import load_text
+    from specgrad.modelspec.validate import validate_file
+    from specgrad.train.data import load_data
+
+    spec = validate_file(SPECS / "char_gpt.yaml", ["data.test_split=0.1"])
+    held, test = load_data(spec), load_data(spec, held="test")
+    codes = np.frombuffer(load_text(spec.values["data"]["corpus"]).encode("utf-32-le"), "<u4").astype(np.int32)
+    n, context = len(codes), spec.values["data"]["context"]
+    test_cut = n - round(n * 0.1)
+    cut = test_cut - round(n * spec.values["data"]["valid_split"])
+
+    def windows(part: np.ndarray) -> np.ndarray:
+        return np.lib.stride_tricks.sliding_window_view(part, context + 1)[:: max(1, context // 2), :-1]
+
+    np.testing.assert_array_equal(test.x_valid, windows(codes[test_cut:]))
+    np.testing.assert_array_equal(held.x_valid, windows(codes[cut:test_cut]))
+    np.testing.assert_array_equal(held.x_train, windows(codes[:cut]))
+    np.testing.assert_array_equal(test.x_train, held.x_train)
+
+
+def test_splits_that_leave_nothing_to_train_on_are_refused() -> None:
+    from specgrad.modelspec.errors import SpecError
+    from specgrad.modelspec.validate import validate_file
+
+    with pytest.raises(SpecError, match=r"hold out 1 of the examples together"):
+        validate_file(SPECS / "digits_mlp.yaml", ["data.valid_split=0.5", "data.test_split=0.5"])
