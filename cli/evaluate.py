@@ -34,12 +34,12 @@ def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device
     spec, weights = spec_and_weights(spec_path, weights, overrides, data_files=True)
     if device is not None:
         Device.DEFAULT = device
-    if not spec.values["data"][key]:
+    data = load_data(spec, held=held)
+    if not len(data.x_valid):
         hint = ("train with a test split, e.g. --set data.test_split=0.1 (the same data and seed then give the same "
                 "validation examples)" if split == "test" else "train with a validation split, e.g. --set "
                 "data.valid_split=0.2")  # fmt: skip
         raise SpecError.at(None, f"{spec.path} has no {split} examples to evaluate on (data.{key} is 0)", hint)
-    data = load_data(spec, held=held)
     model, _ = load_model(spec, weights)
     outputs = list(spec.outputs)
     got = _outputs(model, spec, data)
@@ -91,9 +91,9 @@ def _report(head: dict[str, Any], out: np.ndarray, truth: np.ndarray, spec: Vali
 
 
 def _target_names(spec: ValidSpec, truth: np.ndarray) -> list[str] | None:
+    """The target column's name for one value per example (a csv column, an npz array); else numbered columns."""
     target = (spec.values.get("data") or {}).get("target")
-    names = [target] if isinstance(target, str) else list(target) if isinstance(target, list) else None
-    return names if names is not None and len(names) == int(np.prod(truth.shape[1:])) else None
+    return [target] if target and target != "input" and int(np.prod(truth.shape[1:])) == 1 else None
 
 
 def _write(folder: Path, document: dict[str, Any]) -> list[Path]:

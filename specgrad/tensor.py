@@ -1945,8 +1945,8 @@ def _conv_input_grad(g: Tensor, weight: Tensor, x_shape: tuple[sint, ...], geome
         # NOTE: every position is padding the stride skips: zeros, still a function of g and the weight (so a
         # transposed convolution built on this keeps its graph and gives both zero gradients), from empty slices of
         # them, which no inf or nan reaches
-        return sum((t.shrink([(0, 0)] * t.ndim).pad([(0, size) for size in x_shape]) for t in (g, weight)),
-                   start=Tensor.zeros(*x_shape, device=g.device, dtype=g.dtype))  # fmt: skip
+        g_zeros, w_zeros = (t.shrink([(0, 0)] * t.ndim).pad([(0, size) for size in x_shape]) for t in (g, weight))
+        return g_zeros + w_zeros
     dx = functools.reduce(lambda a, b: a + b, parts)
     dx = dx.reshape(*dx.shape[:2], *[q * s for q, s in zip(rows, geometry.stride)])
     return dx.shrink([None, None, *[(0, i) for i in x_shape[2:]]])

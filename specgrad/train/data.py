@@ -327,15 +327,12 @@ def _indices(src: _Source, n: int) -> tuple[np.ndarray, np.ndarray]:
     src.held is "test". valid_split 0 keeps every example not held for testing for training. The test examples come
     from the end of the shuffled order, so the validation examples are the same with a test split or without."""
     valid_split, test_split, seed = src.data["valid_split"], src.data["test_split"], src.spec.values["seed"]
-    n_test = max(1, round(n * test_split)) if test_split > 0 else 0
     if valid_split == 0:
-        order, valid = np.random.default_rng(seed).permutation(n), np.zeros(0, dtype=np.int64)
-        train = order[: n - n_test]
+        train, valid = np.random.default_rng(seed).permutation(n), np.zeros(0, dtype=np.int64)
     else:
         train, valid = split(n, valid_split, seed)
-        order = np.concatenate([valid, train])
-        train = train[: len(train) - n_test]
-    return train, (order[n - n_test :] if src.held == "test" else valid)
+    kept = max(0, len(train) - (max(1, round(n * test_split)) if test_split > 0 else 0))
+    return train[:kept], (train[kept:] if src.held == "test" else valid)
 
 
 def _split(src: _Source, x: np.ndarray, y: np.ndarray, target: _Target, where: Location | None, what: str) -> Dataset:
