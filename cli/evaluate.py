@@ -1,12 +1,16 @@
-"""`specgrad evaluate`: how good trained weights are on the validation or the test split, per output: classifiers'
+"""`specgrad evaluate`: how good trained weights are on the validation or the test split, or on a file of examples in
+the data's format, per output: classifiers'
 accuracy, per-class figures and confusion matrix, regression errors in the target's units, language models' loss and
 perplexity (specgrad.train.evaluation computes them). Printed, and written into the run folder as JSON (and the
 confusion matrix as a PNG with the plot extra)."""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import json
+import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -30,15 +34,19 @@ MAX_CONFUSION = 20  # NOTE: classes beyond this make the text table unreadable; 
 
 def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device: str | None, as_json: bool,
              split: str = "validation") -> None:  # fmt: skip
-    held, key = SPLITS[split]
+    if not split:
+        raise SpecError.at(None, "--split is empty", "name validation, test, or a file of examples")
+    held, key = SPLITS.get(split, ("test", None))
+    test_file = None if split in SPLITS else Path(split)  # NOTE: read with the run's statistics and classes
     spec, weights = spec_and_weights(spec_path, weights, overrides, data_files=True)
     if device is not None:
         Device.DEFAULT = device
-    data = load_data(spec, held=held)
+    data = load_data(spec, held=held, test_file=test_file)
     if not len(data.x_valid):
-        hint = ("train with a test split, e.g. --set data.test_split=0.1 (the same data and seed then give the same "
-                "validation examples)" if split == "test" else "train with a validation split, e.g. --set "
-                "data.valid_split=0.2")  # fmt: skip
+        hint = "train with a validation split, e.g. --set data.valid_split=0.2"
+        if split == "test":
+            hint = ("train with a test split, e.g. --set data.test_split=0.1 (the same data and seed then give the "
+                    "same validation examples), or evaluate a file of examples: --split FILE")  # fmt: skip
         raise SpecError.at(None, f"{spec.path} has no {split} examples to evaluate on (data.{key} is 0)", hint)
     model, _ = load_model(spec, weights)
     outputs = list(spec.outputs)
@@ -51,7 +59,8 @@ def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device
         typer.echo(json.dumps({**document, "written": [str(p) for p in written]}, indent=2))
         return
     console = Console(width=120)
-    where = f"{printable(str(spec_path))}: {len(data.x_valid)} {split} examples"
+    what = f"examples of {split}" if test_file else f"{split} examples"
+    where = f"{printable(str(spec_path))}: {len(data.x_valid)} {what}"
     console.print(f"{where}, weights {printable(str(weights))}")
     for name, report in reports.items():
         _print(console, name if len(reports) > 1 else None, report)
@@ -97,8 +106,13 @@ def _target_names(spec: ValidSpec, truth: np.ndarray) -> list[str] | None:
 
 
 def _write(folder: Path, document: dict[str, Any]) -> list[Path]:
-    """evaluation-<split>.json, and the confusion matrices as a PNG when matplotlib is installed."""
-    path, split = folder / f"evaluation-{document['split']}.json", document["split"]
+    """evaluation-<split>.json (evaluation-file-<name>-<8 hex digits of its path>.json for a file), and the confusion
+    matrices as a PNG when matplotlib is installed."""
+    split = document["split"]
+    if split not in SPLITS:  # NOTE: a file: its name in characters any file system takes, and which file it is
+        where = hashlib.sha256(os.path.realpath(split).encode("utf-8", "surrogateescape")).hexdigest()[:8]
+        split = f"file-{re.sub(r'[^A-Za-z0-9_-]+', '_', Path(split).stem)[:80]}-{where}"
+    path = folder / f"evaluation-{split}.json"
     atomic_write(path, (json.dumps(document, indent=2) + "\n").encode())
     written = [path]
     confusions = {k: r for k, r in document["outputs"].items() if r["task"] == "classify"}

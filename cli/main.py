@@ -13,11 +13,14 @@ from typing import Annotated
 
 import typer
 from specgrad.cli.bench import bench
+from specgrad.cli.compare import compare
 from specgrad.cli.demo import demo
 from specgrad.cli.errors import TRACEBACKS, check_paths, handled
-from specgrad.cli.evaluate import evaluate
+from specgrad.cli.evaluate import SPLITS, evaluate
 from specgrad.cli.export import export
+from specgrad.cli.generate import generate
 from specgrad.cli.run import run
+from specgrad.cli.sweep import sweep
 from specgrad.cli.train import train
 from specgrad.cli.validate import validate
 
@@ -115,6 +118,12 @@ def validate_command(
         validate(spec, overrides or [], as_json, batch, resolved=print_resolved)
 
 
+def _one_length(epochs: int | None, steps: int | None) -> None:
+    if epochs is not None and steps is not None:
+        typer.echo("error: give --epochs or --steps, not both", err=True)
+        raise typer.Exit(2)
+
+
 @app.command("train")
 def train_command(
     spec: Annotated[
@@ -135,9 +144,7 @@ def train_command(
     max_file_mb: MaxFileMb = None,
 ) -> None:
     """Train the model a spec describes; writes a run folder with metrics, checkpoints and the final weights."""
-    if epochs is not None and steps is not None:
-        typer.echo("error: give --epochs or --steps, not both", err=True)
-        raise typer.Exit(2)
+    _one_length(epochs, steps)
     with handled(), reading_policy(root, allow_outside, max_file_mb):
         check_paths({"SPEC": spec, "--out": out, "--resume": resume})
         train(spec, overrides or [], device, out, epochs, steps, resume)
@@ -179,11 +186,6 @@ def run_command(
         run(spec, weights, input_path, output, overrides or [], device, as_json, allow_nonfinite)
 
 
-class Split(str, Enum):
-    validation = "validation"
-    test = "test"
-
-
 @app.command("evaluate")
 def evaluate_command(
     spec: Annotated[Path, typer.Argument(help="a run folder (its spec and final weights), or a spec with --weights")],
@@ -195,8 +197,12 @@ def evaluate_command(
     device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
     split: Annotated[
-        Split, typer.Option(help="the held-out examples: validation, or test (the spec's data.test_split)")
-    ] = Split.validation,
+        str,
+        typer.Option(
+            help="the examples: validation, test (data.test_split or data.test_path), or a FILE of examples in the "
+            "data's format (a folder for images), read with the run's statistics and classes"
+        ),
+    ] = "validation",
     root: Root = None,
     allow_outside: AllowOutside = False,
     max_file_mb: MaxFileMb = None,
@@ -204,8 +210,93 @@ def evaluate_command(
     """How good the weights are on held-out examples: accuracy, per-class figures and the confusion matrix, errors in
     the target's units, or loss and perplexity; written into the run folder as JSON."""
     with handled(), reading_policy(root, allow_outside, max_file_mb):
+        check_paths({"SPEC": spec, "--weights": weights, "--split": None if split in SPLITS else Path(split)})
+        evaluate(spec, weights, overrides or [], device, as_json, split)
+
+
+@app.command("compare")
+def compare_command(
+    runs: Annotated[list[Path], typer.Argument(help="run folders that `specgrad train` wrote")],
+    as_json: Annotated[bool, typer.Option("--json", help="print the comparison as JSON")] = False,
+    plot: Annotated[
+        Path | None, typer.Option(help="write one PNG of the runs' curves to this file (needs matplotlib)")
+    ] = None,
+) -> None:
+    """Runs side by side: final and best metrics, test figures, and the spec keys that differ between them."""
+    with handled():
+        check_paths({**{f"RUN_DIR {i + 1}": r for i, r in enumerate(runs)}, "--plot": plot})
+        compare(runs, as_json, plot)
+
+
+@app.command("generate")
+def generate_command(
+    spec: Annotated[
+        Path, typer.Argument(help="a run folder of a character language model (or its spec and --weights)")
+    ],
+    prompt: Annotated[str, typer.Option(help="the text to go on from")],
+    tokens: Annotated[int, typer.Option(help="how many characters to write")] = 200,
+    temperature: Annotated[
+        float, typer.Option(help="1 samples the model as it is; lower is more predictable; 0 always the likeliest")
+    ] = 1.0,
+    top_k: Annotated[int | None, typer.Option(help="draw from the k likeliest characters only")] = None,
+    seed: Annotated[int, typer.Option(help="the same seed writes the same text")] = 0,
+    weights: Annotated[
+        Path | None, typer.Option(help="trained weights (default: the run folder's final model.safetensors)")
+    ] = None,
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.width=64")] = None,
+    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="print the prompt and the text as JSON")] = False,
+    root: Root = None,
+    allow_outside: AllowOutside = False,
+    max_file_mb: MaxFileMb = None,
+) -> None:
+    """Write text with a character language model, one character at a time; reproducible with --seed."""
+    with handled(), reading_policy(root, allow_outside, max_file_mb):
         check_paths({"SPEC": spec, "--weights": weights})
-        evaluate(spec, weights, overrides or [], device, as_json, split.value)
+        generate(spec, weights, prompt, tokens, temperature, top_k, seed, overrides or [], device, as_json)
+
+
+class Backend(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+@app.command("sweep")
+def sweep_command(
+    spec: Annotated[Path | None, typer.Argument(help="the spec file (YAML) to train with each set of values")] = None,
+    grid: Annotated[
+        list[str] | None,
+        typer.Option(help="a key and its values: --grid train.lr=0.001,0.01 (or low..high with --random)"),
+    ] = None,
+    random: Annotated[
+        int | None, typer.Option(min=1, help="run this many trials drawn from the grid instead of all of them")
+    ] = None,
+    seed: Annotated[int, typer.Option(help="the seed --random draws with")] = 0,
+    overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key in every trial")] = None,
+    epochs: Annotated[int | None, typer.Option(min=1, help="train each trial for this many epochs")] = None,
+    steps: Annotated[int | None, typer.Option(min=1, help="train each trial for exactly this many steps")] = None,
+    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    out: Annotated[Path | None, typer.Option(help="folder for the sweep folder (default: runs)")] = None,
+    backend: Annotated[Backend, typer.Option(help="local (processes on this machine) or ray")] = Backend.local,
+    address: Annotated[
+        str | None, typer.Option(help="the Ray cluster to run on (default with --backend ray: a local Ray instance)")
+    ] = None,
+    parallel: Annotated[
+        int | None, typer.Option(min=1, help="trials at once (default: one per core, up to the number of trials)")
+    ] = None,
+    resume: Annotated[
+        Path | None, typer.Option(help="continue this sweep folder: its unfinished trials (a failed one is a result)")
+    ] = None,
+    root: Root = None,
+    allow_outside: AllowOutside = False,
+    max_file_mb: MaxFileMb = None,
+) -> None:
+    """Train a spec once per combination of values, each trial a run folder in one sweep folder; best first."""
+    _one_length(epochs, steps)
+    with handled(), reading_policy(root, allow_outside, max_file_mb):
+        check_paths({"SPEC": spec, "--out": out, "--resume": resume})
+        sweep(spec, grid or [], random, seed, overrides or [], epochs, steps, device, out, backend.value, address,
+              parallel, resume)  # fmt: skip
 
 
 @app.command("export")

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from specgrad.cli.export import EXTENSIONS, write_export
+from specgrad.cli.validate import data_line
 
 from specgrad import Device
 from specgrad.device import DeviceUnavailable
@@ -23,6 +24,7 @@ from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.train.run_folder import (
     MetricsLog,
     locked,
+    new_folder,
     new_run_folder,
     newest_checkpoint,
     read_resolved_spec,
@@ -46,7 +48,9 @@ def _fail(message: str, code: int) -> typer.Exit:
 
 
 def train(spec_path: Path | None, overrides: list[str], device: str | None, out: Path | None, epochs: int | None,
-          steps: int | None, resume: Path | None = None) -> None:  # fmt: skip
+          steps: int | None, resume: Path | None = None, folder: Path | None = None) -> None:  # fmt: skip
+    """Train into a new run folder (out/<name>-<n>, or `folder` itself, which must not exist: a sweep's trial), or
+    continue the run folder `resume`."""
     if resume is None and spec_path is None:
         raise _fail("error: name a spec to train, or a run folder to continue with --resume RUN_DIR", 2)
     if resume is not None and (overrides or epochs or steps or out is not None):
@@ -61,7 +65,12 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
         if device is not None:
             Device.DEFAULT = device
         trainer = Trainer.create(spec, init=resume is None)
-        folder = resume if resume is not None else new_run_folder(out or Path("runs"), str(spec.values["name"]))
+        if resume is not None:
+            folder = resume
+        elif folder is not None:
+            folder = new_folder(folder)
+        else:
+            folder = new_run_folder(out or Path("runs"), str(spec.values["name"]))
     except KeyboardInterrupt:  # NOTE: while loading the data or building the model: no run has started
         raise _fail("interrupted before training started", 130) from None
     with locked(folder):  # NOTE: every other error ends in cli/errors.py (a damaged checkpoint when resuming: exit 1)
@@ -102,6 +111,7 @@ def _train(spec: ValidSpec, trainer: Trainer, folder: Path, resume: bool) -> Non
     partial = ", the last one partial" if total % spe else ""
     length = f"{plural(total, 'step')} ({plural(trainer.epochs, 'epoch')} of {plural(spe, 'step')}{partial})"
     typer.echo(f"training {spec.values['name']} on {Device.DEFAULT}: {length}; run folder {folder}")
+    typer.echo(data_line(trainer.data))
     try:
         with _progress(trainer, spec.batch_size) as (on_step, say):
             summary = trainer.fit(MetricsLog(folder), resume=resume, on_step=on_step, say=say)

@@ -79,6 +79,7 @@ def data_json(data: Dataset | None) -> dict | None:
     if data is None:
         return None
     ret = {"task": data.task, "train_examples": len(data.x_train), "valid_examples": len(data.x_valid),
+           "test_examples": data.test_examples,
            **_learns_json(data.num_classes, data.class_names, data.target_stats)}  # fmt: skip
     if data.heads:
         ret["outputs"] = {o: {"task": h.task, "loss": h.loss, "weight": h.weight,
@@ -95,7 +96,9 @@ def _learns_json(num_classes: int | None, class_names: list[str] | None, target_
 def data_line(data: Dataset) -> str:
     """What the data is, in one line: examples per split, the input columns when some are categorical, and what the
     model learns from them (each output's, with its loss and weight, for a model with several)."""
-    head = f"data: {len(data.x_train):,} training and {len(data.x_valid):,} validation examples; "
+    parts = [f"{len(data.x_train):,} training", f"{len(data.x_valid):,} validation"]
+    parts += [f"{data.test_examples:,} test (held out for evaluate --split test)"] if data.test_examples else []
+    head = f"data: {', '.join(parts[:-1])} and {parts[-1]} examples; "
     if data.columns is not None and data.columns.categorical:
         head += f"inputs: {data.columns.explain()}; "
     if data.heads:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import runpy
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -47,15 +48,38 @@ def test_python_api_guide_trains_digits_to_97_percent(device: str) -> None:
 
 
 def test_tutorial_commands_give_what_the_tutorial_shows(monkeypatch) -> None:
-    """Each `$ specgrad ...` in docs/tutorial.md runs from the repo root; shown output must match, errors exit 1."""
+    """Each `$ specgrad ...` in docs/tutorial.md before the section after training runs from the repo root; shown
+    output must match, errors exit 1."""
+    monkeypatch.chdir(ROOT)
+    text = (ROOT / "docs" / "tutorial.md").read_text()
+    blocks = re.findall(r"```console\n(.*?)```", text[: text.index(AFTER_TRAINING)], flags=re.S)
+    assert len(blocks) >= 3
+    _run_console_blocks(blocks)
+
+
+AFTER_TRAINING = "## 7. Train, evaluate, compare, sweep"
+
+
+def test_tutorial_after_training_runs_as_shown(tmp_path: Path, monkeypatch) -> None:
+    """The train -> evaluate -> compare -> sweep section, in order, in a fresh folder holding a copy of specs/ (the
+    run folders it names are the first ones there)."""
+    shutil.copytree(ROOT / "specs", tmp_path / "specs")
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "docs" / "tutorial.md").read_text()
+    section = text[text.index(AFTER_TRAINING) :].split("\n## ")[0]
+    blocks = re.findall(r"```console\n(.*?)```", section, flags=re.S)
+    assert [b.split()[2] for b in blocks] == ["train", "evaluate", "train", "compare", "sweep"]
+    _run_console_blocks(blocks)
+    assert (tmp_path / "runs" / "digits-mlp-sweep-1" / "compare.png").exists()
+
+
+def _run_console_blocks(blocks: list[str]) -> None:
+    """Each `$ specgrad ...` block: its command runs, and every line shown is in its output (errors exit 1)."""
     import shlex
 
     from specgrad.cli.main import app
     from typer.testing import CliRunner
 
-    monkeypatch.chdir(ROOT)
-    blocks = re.findall(r"```console\n(.*?)```", (ROOT / "docs" / "tutorial.md").read_text(), flags=re.S)
-    assert len(blocks) >= 3
     for block in blocks:
         command, *shown = block.strip().splitlines()
         assert command.startswith("$ specgrad ")

@@ -87,6 +87,9 @@ DATA = Section("data", "where examples come from and how they are batched", {
     "valid_split": Field("float", "fraction of examples held out for validation", 0.2, min=0.0, max=0.9),
     "test_split": Field("float", "fraction of examples held out for testing: never trained on or validated with, "
                                 "read only by specgrad evaluate --split test", 0.0, min=0.0, max=0.9),
+    "test_path": Field("str", "a file of test examples in data.path's format (a folder for images), read with the "
+                              "training split's statistics, vocabularies and classes; only by specgrad evaluate "
+                              "--split test", None),
     "batch_size": Field("int", "examples per training step", 32, min=1, max=1 << 16),
     "shuffle": Field("bool", "shuffle the training examples every epoch", True),
     "normalize": Field("bool", "scale inputs by statistics of the training split", True),
@@ -357,16 +360,18 @@ def _check_data(node: YNode | None, data_files: bool, spec: str) -> list[Problem
                                     item.loc, "list each column once"))  # fmt: skip
         seen.setdefault(item.value, item.loc.line)
     problems += _check_categorical(node, [x.value for x in items if x.kind == "scalar"] if items else None)
-    path = node.get("path")
-    if data_files and path is not None and isinstance(path.value, str):
+    for key in ("path", "test_path"):
+        path = node.get(key)
+        if not data_files or path is None or not isinstance(path.value, str):
+            continue
         named_in = spec if path.loc.file.startswith("--set") else path.loc.file  # NOTE: --set is relative to the spec
         full = str(Path(named_in).parent / path.value)
         try:  # NOTE: where the file is first: nothing outside the allowed folders is looked at
-            real = named_file(path.value, named_in, spec, path.loc, "data.path")
+            real = named_file(path.value, named_in, spec, path.loc, f"data.{key}")
             if source.value == "images":
-                _check_folder(real, path.loc, full)
+                check_folder(real, path.loc, full, f"data.{key}")
             else:
-                check_regular(real, path.loc, "data.path", full)
+                check_regular(real, path.loc, f"data.{key}", full)
         except SpecError as e:
             problems += e.problems
     return problems
@@ -410,12 +415,12 @@ def index_mix_problem(column: str, others: list[str], loc: Location | None) -> P
                    "in data.features")  # fmt: skip
 
 
-def _check_folder(real: str, loc: Location, shown: str) -> None:
+def check_folder(real: str, loc: Location | None, shown: str, key: str, missing_hint: str = RELATIVE_HINT) -> None:
     """The images source reads a folder (its files are checked one by one as they are read)."""
     if not os.path.lexists(real):
-        raise SpecError.at(loc, f"data.path: no such folder: {shown}", RELATIVE_HINT)
+        raise SpecError.at(loc, f"{key}: no such folder: {shown}", missing_hint)
     if not os.path.isdir(real):
-        raise SpecError.at(loc, f"data.path: {shown} is not a folder, but source images reads a folder with one "
+        raise SpecError.at(loc, f"{key}: {shown} is not a folder, but source images reads a folder with one "
                            "sub-folder of images per class",
                            "name the folder that holds the class folders")  # fmt: skip
 
@@ -489,10 +494,15 @@ def _check_losses(root: YNode, outputs: tuple[str, ...]) -> list[Problem]:
 
 
 def _check_splits(root: YNode) -> list[Problem]:
-    """The validation and test fractions together leave examples to train on."""
+    """The test examples come from one place, and the validation and test fractions together leave examples to train
+    on."""
     data = root.get("data")
     if data is None or data.kind != "map" or (test := data.get("test_split")) is None:
         return []
+    if data.get("test_path") is not None and test.value != 0:
+        both = "data has both test_split and test_path: the test examples come from one of them"
+        return [Problem(both, test.loc, "keep test_path (a file of test examples) and remove test_split, or the other "
+                        "way round")]  # fmt: skip
     valid = data.get("valid_split")
     fractions = [n.value for n in (valid, test) if n is not None]
     if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in fractions) or sum(fractions) < 0.95:

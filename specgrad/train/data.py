@@ -46,17 +46,18 @@ from specgrad.datasets import load_digits, load_text, split
 from specgrad.flags import MAX_FILE_MB
 from specgrad.modelspec.contract import Columns
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
-from specgrad.modelspec.files import MIB, SIZE_HINT, check_inside, open_data, read_data
+from specgrad.modelspec.files import MIB, RELATIVE_HINT, SIZE_HINT, check_inside, open_data, read_data
 from specgrad.modelspec.layers import LAYERS
 from specgrad.modelspec.loader import YNode
 from specgrad.modelspec.schema import did_you_mean
-from specgrad.modelspec.validate import DATA, TRAIN, ValidSpec, index_mix_problem, is_float
+from specgrad.modelspec.validate import DATA, TRAIN, ValidSpec, check_folder, index_mix_problem, is_float
 
 DEFAULT_VOCAB = 128  # NOTE: characters are their code points; ASCII unless the model's embedding says otherwise
 MAX_PROBLEMS = 10  # problems of one kind (cells, characters) reported at once; the rest are counted
 FLOAT_SOURCES = ("digits", "images", "spirals", "sine")  # NOTE: csv gives integer codes when every feature is an index
 MAX_LABEL = 2**31 - 1  # NOTE: labels are int32 on the device; a larger one must be an error, never a wrap
 EXACT_FLOAT32 = 2**24  # NOTE: integers up to this are exact in float32
+FLOAT32_MAX = float(np.finfo(np.float32).max)  # NOTE: a larger value from a file would become infinity on the device
 MAX_CLASSES = LAYERS["linear"].entry.args.fields["out"].max  # NOTE: the widest output layer the schema allows
 MAX_CSV_CELLS = 20_000_000  # NOTE: a cell is a Python string until it is parsed: about 60 bytes each
 MAX_NPZ_ARRAYS = 256  # NOTE: arrays in a .npz, counted from its zip directory before it is parsed
@@ -71,7 +72,8 @@ MAX_IMAGES = 1_000_000  # NOTE: files listed in an images folder
 MAX_IMAGE_VALUES = 1 << 30  # NOTE: values of all images once decoded (4 GiB of float32), checked before decoding
 NONFINITE_HINT = "missing or infinite values cannot be learned from: fill in a number, or remove the row"
 # NOTE: data keys that do something for some sources only; any other source with the key given is an error
-APPLIES = {"path": ("text", "csv", "npz", "images"), "corpus": ("text",), "context": ("text",), "features": ("csv",),
+APPLIES = {"path": ("text", "csv", "npz", "images"), "test_path": ("text", "csv", "npz", "images"),
+           "corpus": ("text",), "context": ("text",), "features": ("csv",),
            "categorical": ("csv",), "task": ("csv", "npz"), "resize": ("images",), "samples": ("spirals", "sine"),
            "noise": ("spirals", "sine")}  # fmt: skip
 
@@ -108,6 +110,7 @@ class Dataset:
     augment: dict[str, Any] | None = None  # data.augment when it changes anything: applied to training batches only
     heads: dict[str, Head] = field(default_factory=dict)  # task "multi": output name -> its task, loss and statistics
     input_stats: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # task "multi": input name -> stats
+    test_examples: int = 0  # examples data.test_split holds out, which training never reads
 
 
 def fields(a: np.ndarray, names: tuple[str, ...] | list[str]) -> list[np.ndarray]:
@@ -138,6 +141,27 @@ class _Source:
     dtype: str
     out: str  # the output whose targets are being read (a model with several has a _Source per output)
     held: str = "valid"  # the held-out part a Dataset's x_valid/y_valid hold: "valid", or "test" (for evaluate)
+    # reading a file of test examples (data.test_path, or evaluate --split FILE): every example in it is a test example
+    test_file: Path | None = None
+    test_key: str = "data.test_path"  # what names test_file, in messages
+    columns: Columns | None = None  # test_file: the training split's csv columns and vocabularies
+    classes: list[str] | None = None  # test_file: the training split's class names (labels are their indices)
+
+    @property
+    def key(self) -> str:
+        """What names the file being read, in messages."""
+        return self.test_key if self.test_file is not None else "data.path"
+
+    @property
+    def missing_hint(self) -> str:
+        """Where a relative path is looked for, in words."""
+        return "a path on the command line is relative to the current folder" if self.test_key == "--split" else \
+            RELATIVE_HINT  # fmt: skip
+
+    @property
+    def value(self) -> str:
+        """The file being read, as named."""
+        return str(self.test_file) if self.test_file is not None else self.data["path"]
 
     @property
     def loss(self) -> str:
@@ -190,19 +214,28 @@ class _Source:
         return node.loc if node is not None else None
 
     def file(self) -> Path:
-        """data.path, relative to the folder of the spec file that names it."""
-        loc = self.loc("path")
+        """The test file being read, else data.path, relative to the folder of the spec file that names it."""
+        return self.test_file if self.test_file is not None else self.named_file("path")
+
+    def named_file(self, key: str) -> Path:
+        """data.<key> (path or test_path), relative to the folder of the spec file that names it."""
+        loc = self.loc(key)
         folder = Path(loc.file).parent if loc is not None and not loc.file.startswith("--set") else None
-        return (folder or Path(self.spec.path).parent) / self.data["path"]
+        return (folder or Path(self.spec.path).parent) / self.data[key]
 
     def path_loc(self, file: Path) -> Location:
-        """Problems with a whole file: at data.path in the spec, else at the file itself."""
-        return self.loc("path") or Location(str(file), 1, 1)
+        """Problems with a whole file: where the spec names it, else at the file itself."""
+        key = "path" if self.test_file is None else "test_path" if self.test_key == "data.test_path" else None
+        return (self.loc(key) if key else None) or Location(str(file), 1, 1)
 
-    def checked(self, file: Path, value: str, loc: Location | None, key: str = "data.path") -> str:
+    def checked(self, file: Path, value: str, loc: Location | None) -> str:
         """`file` (named `value` in the spec, at `loc`), once it is known to lie in the folders the spec may read."""
-        check_inside(str(file), self.spec.path, loc, key, value)
+        check_inside(str(file), self.spec.path, loc, self.key, value)
         return str(file)
+
+    def read(self, file: Path, value: str, loc: Location | None) -> bytes:
+        """The whole of `file` (named `value` in the spec), at most MAX_FILE_MB; a FIFO, device or folder is refused."""
+        return read_data(self.checked(file, value, loc), loc, self.key, self.missing_hint)
 
 
 def _source(spec: ValidSpec) -> _Source:
@@ -225,20 +258,26 @@ def named(spec: ValidSpec) -> bool:
     return len(spec.inputs) > 1 or len(spec.outputs) > 1
 
 
-def data_file(spec: ValidSpec) -> Path:
-    """The file data.path names, resolved as load_data resolves it (relative to the spec file that names it)."""
-    return _source(spec).file()
+def data_file(spec: ValidSpec, key: str = "path") -> Path:
+    """The file data.<key> (path or test_path) names, resolved as load_data resolves it (relative to the spec file
+    that names it)."""
+    return _source(spec).named_file(key)
 
 
 # *** load_data ***
 
 
-def load_data(spec: ValidSpec, held: str = "valid") -> Dataset:
+def load_data(spec: ValidSpec, held: str = "valid", test_file: Path | None = None) -> Dataset:
     """The spec's examples, split into training and validation, deterministic given spec.values['seed']. With held
-    "test", x_valid and y_valid hold the test examples instead (prepared with the training split's statistics, as
-    the validation examples are); training never asks for them."""
+    "test", x_valid and y_valid hold the test examples instead (data.test_split's, or every example of
+    data.test_path, or of `test_file` (evaluate --split FILE); prepared with the training split's statistics, as the
+    validation examples are); training never asks for them."""
     src = replace(_source(spec), held=held)
     _check_unused(src)
+    if test_file is not None:
+        return _load_test_file(replace(src, test_file=test_file, test_key="--split"))
+    if held == "test" and src.data["test_path"] is not None:
+        return _load_test_file(replace(src, test_file=src.named_file("test_path")))
     if named(spec):
         return _load_named(src)
     kind = src.data["source"]
@@ -257,6 +296,30 @@ def load_data(spec: ValidSpec, held: str = "valid") -> Dataset:
     return ds
 
 
+def _load_test_file(src: _Source) -> Dataset:
+    """The training data with every example of data.test_path as its held-out part: read by the source's own reader,
+    with the training split's vocabularies and class names, and prepared with its statistics."""
+    if src.data["path"] is not None and os.path.realpath(src.test_file) == os.path.realpath(src.named_file("path")):
+        where = src.loc("test_path") if src.test_key == "data.test_path" else None
+        raise SpecError.at(where, f"{src.test_key} names the training data itself ({src.data['path']}): figures on "
+                           "examples the model learned from say nothing of new ones", "name a file of other "
+                           "examples, or hold some out with data.test_split")  # fmt: skip
+    ds = load_data(src.spec)
+    test = replace(src, held="test", columns=ds.columns, classes=ds.class_names)
+    got = _load_named(test) if named(src.spec) else LOADERS[src.data["source"]](test)
+    x, y = got.x_valid, got.y_valid
+    if ds.heads:
+        for k, stats in ds.input_stats.items():
+            x[k] = standardize(x[k], stats)
+        for o, head in ds.heads.items():
+            y[o] = standardize(y[o], head.target_stats)
+    else:
+        x = standardize(x, ds.stats)
+        y = standardize(y, ds.target_stats).astype(y.dtype, copy=False)
+    ds.x_valid, ds.y_valid = x.astype(x.dtype if ds.heads else src.dtype, copy=False), y
+    return ds
+
+
 def check_data(spec: ValidSpec) -> list[Problem]:
     """The problems load_data would raise (none when the spec has no data section): what `validate` reports."""
     return inspect_data(spec)[1]
@@ -268,7 +331,10 @@ def inspect_data(spec: ValidSpec) -> tuple[Dataset | None, list[Problem]]:
     if (spec.values.get("data") or {}).get("source") is None:
         return None, []
     try:
-        return load_data(spec), []
+        ds = load_data(spec)
+        if spec.values["data"]["test_path"] is not None:  # NOTE: its problems are found before a long training
+            ds.test_examples = len(load_data(spec, held="test").x_valid)
+        return ds, []
     except SpecError as e:
         return None, e.problems
 
@@ -278,7 +344,7 @@ def _check_unused(src: _Source) -> None:
     kind, problems = src.data["source"], []
     for key, sources in APPLIES.items():
         if kind not in sources and src.given(key):
-            names = " and ".join(sources)
+            names = " and ".join(filter(None, (", ".join(sources[:-1]), sources[-1])))
             problems.append(Problem(f"data.{key} is for the {names} source{'s' * (len(sources) > 1)}, not {kind}",
                                     src.near(key)))  # fmt: skip
     allowed = {"digits": (None, "input"), "text": (None,), "images": (None,), "spirals": (None,),
@@ -326,21 +392,30 @@ def _indices(src: _Source, n: int) -> tuple[np.ndarray, np.ndarray]:
     """Shuffled (train, held-out) indices: the held-out part is the validation examples, or the test examples when
     src.held is "test". valid_split 0 keeps every example not held for testing for training. The test examples come
     from the end of the shuffled order, so the validation examples are the same with a test split or without."""
+    if src.test_file is not None:
+        return np.zeros(0, dtype=np.int64), np.arange(n)
     valid_split, test_split, seed = src.data["valid_split"], src.data["test_split"], src.spec.values["seed"]
     if valid_split == 0:
         train, valid = np.random.default_rng(seed).permutation(n), np.zeros(0, dtype=np.int64)
     else:
         train, valid = split(n, valid_split, seed)
-    kept = max(0, len(train) - (max(1, round(n * test_split)) if test_split > 0 else 0))
+    kept = len(train) - _test_count(n, test_split, len(train))
     return train[:kept], (train[kept:] if src.held == "test" else valid)
+
+
+def _test_count(n: int, test_split: float, most: int) -> int:
+    """How many of n examples test_split holds out (at least one when it is above 0), of the `most` not validating."""
+    return min(most, max(1, round(n * test_split))) if test_split > 0 else 0
 
 
 def _split(src: _Source, x: np.ndarray, y: np.ndarray, target: _Target, where: Location | None, what: str) -> Dataset:
     """Examples checked against the model (the data contract), then split; `what` says where the examples come from."""
     y, num_classes = _check_contract(src, y, target)
     train, valid = _indices(src, len(x))
-    names = (target.names or [str(i) for i in range(num_classes)]) if target.task == "classify" else None
-    ds = Dataset(x[train], y[train], x[valid], y[valid], target.task, num_classes, class_names=names)
+    names = (src.classes or target.names or [str(i) for i in range(num_classes)]) if target.task == "classify" \
+        else None  # fmt: skip
+    ds = Dataset(x[train], y[train], x[valid], y[valid], target.task, num_classes, class_names=names,
+                 test_examples=_test_count(len(x), src.data["test_split"], len(x)))  # fmt: skip
     _check_enough(src, ds, where, what)
     return ds
 
@@ -375,9 +450,11 @@ def _check_contract(src: _Source, y: np.ndarray, target: _Target) -> tuple[np.nd
     labels = y.astype(np.float64)
     limit = src.output()[0][-1] if problem is None else MAX_LABEL + 1
     problems += _label_problems(src, labels, y, target, limit)
-    num_classes = int(labels.max()) + 1 if len(labels) else 0
+    # NOTE: a test file need not hold every class, or two: its labels only have to be ones the model gives
+    num_classes = limit if src.test_file is not None else int(labels.max()) + 1 if len(labels) else 0
     if not problems:
-        problems += _class_count_problems(src, labels, target) or _width_problems(src, labels, target, num_classes)
+        problems += (src.test_file is None and _class_count_problems(src, labels, target)) or \
+            _width_problems(src, labels, target, num_classes)  # fmt: skip
     if problems:
         raise SpecError(problems)
     return labels.astype(np.int32), num_classes
@@ -519,6 +596,13 @@ def _check_enough(src: _Source, ds: Dataset, where: Location | None, what: str) 
     """At least one full training batch, and a held-out example (validation, or test for evaluate) when the split
     asks for some."""
     bs, ts = src.data["batch_size"], src.data["test_split"]
+    if src.test_file is not None:
+        if not len(ds.x_valid):
+            file = src.file()
+            need = f" (a text of at least {src.data['context'] + 1} characters)" if ds.task == "language" else ""
+            raise SpecError.at(Location(str(file), 1, 1), f"{file.name} holds no complete example{need}",
+                               "add examples to it")  # fmt: skip
+        return
     if len(ds.x_train) < bs:
         splits = "data.valid_split" + (" or data.test_split" if ts > 0 else "")
         raise SpecError.at(where, f"{what} leave {len(ds.x_train)} training examples, fewer than batch_size {bs} "
@@ -619,9 +703,8 @@ def _load_sine(src: _Source) -> Dataset:
 
 
 def _read_bytes(src: _Source, file: Path) -> bytes:
-    """The whole data file data.path names, at most MAX_FILE_MB (a FIFO, device or folder is refused)."""
-    loc = src.path_loc(file)
-    return read_data(src.checked(file, src.data["path"], loc), loc, "data.path")
+    """The whole data file data.path (or data.test_path) names."""
+    return src.read(file, src.value, src.path_loc(file))
 
 
 def _quoted(text: str) -> str:
@@ -653,7 +736,7 @@ def _text(src: _Source) -> tuple[str, str]:
     """(the text, the file name used in locations)."""
     if src.data["path"] is not None and src.data["corpus"] is not None:
         raise SpecError.at(src.near("corpus"), "data has both path and corpus: give one of them")
-    if src.data["corpus"] is not None:
+    if src.data["corpus"] is not None and src.test_file is None:
         return load_text(src.data["corpus"]), f"{src.data['corpus']} (bundled)"
     file = src.file()
     raw = _read_bytes(src, file)
@@ -707,13 +790,15 @@ def _load_text(src: _Source) -> Dataset:
     vocab, from_model = _vocab(src)
     _check_vocab(text, codes, file, vocab, from_model)
     vs, ts = src.data["valid_split"], src.data["test_split"]
-    # NOTE: by position: training text, then validation, then test, so no window spans two parts
-    test_cut = len(codes) - (round(len(codes) * ts) if ts > 0 else 0)
-    cut = test_cut - (round(len(codes) * vs) if vs > 0 else 0)
+    # NOTE: by position: training text, then validation, then test, so no window spans two parts (a test file is
+    # all test text)
+    test_cut = 0 if src.test_file is not None else len(codes) - (round(len(codes) * ts) if ts > 0 else 0)
+    cut = test_cut - (round(len(codes) * vs) if vs > 0 and src.test_file is None else 0)
     held = codes[test_cut:] if src.held == "test" else codes[cut:test_cut]
     (x_train, y_train), (x_valid, y_valid) = _windows(codes[:cut], context), _windows(held, context)
     _check_language(src, codes, f"the characters of {Path(file).name}")
-    ds = Dataset(x_train, y_train, x_valid, y_valid, "language", vocab)
+    ds = Dataset(x_train, y_train, x_valid, y_valid, "language", vocab,
+                 test_examples=len(_windows(codes[test_cut:], context)[0]))  # fmt: skip
     what = f"the {len(codes)} characters of {file} with context {context} and valid_split {vs}"
     _check_enough(src, ds, src.near("context"), what)
     return ds
@@ -809,6 +894,9 @@ def _cell(text: str, line: int, col: int, name: str, file: Path, nonfinite_hint:
                             "separators")  # fmt: skip
     if not math.isfinite(v) and nonfinite_hint is not None:
         return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is not a finite number", loc, nonfinite_hint)
+    if abs(v) > FLOAT32_MAX and nonfinite_hint is not None:  # NOTE: it would become infinity as a float32
+        return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is beyond float32's range (about "
+                            f"{FLOAT32_MAX:.3g})", loc, "rescale the column, or remove the row")  # fmt: skip
     return v, None
 
 
@@ -853,21 +941,35 @@ def _class_order(name: str) -> tuple[int, int, str]:
     return (0, n, "") if n is not None else (1, 0, name)
 
 
-def _csv_labels(rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path
-                ) -> tuple[np.ndarray, list[str] | None, list[Problem]]:  # fmt: skip
+def _csv_labels(rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path,
+                classes: list[str] | None = None) -> tuple[np.ndarray, list[str] | None, list[Problem]]:  # fmt: skip
     """(N,) labels of a target column: indices into the sorted class names when any cell is text, else the numbers
     themselves (Python ints where the text is a whole number, so a huge label is exact; checked to be labels later);
-    ragged rows are left to _csv_numbers."""
+    ragged rows are left to _csv_numbers. A test file gives `classes`, the training split's class names: its labels
+    are indices into those."""
     cells = [(line, c[col].strip()) for line, c in rows if len(c) == len(header)]
-    if not any(s and not is_number(s) for _, s in cells):
+    if not any(s and not is_number(s) for _, s in cells) and not (classes and classes != _numbered(len(classes))):
         values, problems = _csv_numbers([(line, c) for line, c in rows if len(c) == len(header)], header, [col], file)
         exact = [n if (n := _int(s)) is not None else v for (_, s), v in zip(cells, values[:, 0].tolist())]
         return np.array(exact, dtype=object), None, problems
-    names = sorted({s for _, s in cells if s}, key=_class_order)
+    names = classes or sorted({s for _, s in cells if s}, key=_class_order)
     index = {name: i for i, name in enumerate(names)}
     problems = [Problem(f"row {line}, column '{_quoted(header[col])}' is empty", Location(str(file), line, col + 1),
                         "fill in its class, or remove the row") for line, s in cells if not s]  # fmt: skip
+    problems += [Problem(f"row {line}, column '{_quoted(header[col])}': '{_quoted(s)}' is not one of the classes the "
+                         "model was trained on", Location(str(file), line, col + 1),
+                         f"{did_you_mean(s, names) or ''} the classes are: {_shown_names(names)}".strip())
+                 for line, s in cells if s and s not in index][:MAX_PROBLEMS]  # fmt: skip
     return np.array([index.get(s, 0) for _, s in cells], dtype=np.float64), names, problems
+
+
+def _numbered(n: int) -> list[str]:
+    """The class names of labels that are numbers: '0', '1', ..."""
+    return [str(i) for i in range(n)]
+
+
+def _shown_names(names: list[str]) -> str:
+    return ", ".join(_quoted(v) for v in names[:10]) + (f", ... ({len(names)} in all)" if len(names) > 10 else "")
 
 
 def _stray_text_problems(rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path
@@ -951,10 +1053,9 @@ def _category(text: str, line: int, col: int, name: str, file: Path, codes: dict
     if s in codes:
         return codes[s], None
     known = list(codes)
-    shown = ", ".join(_quoted(v) for v in known[:10]) + (f", ... ({len(known)} in all)" if len(known) > 10 else "")
     hint = did_you_mean(s, known) or ""
     return 0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' {unseen}", loc,
-                      f"{hint} the categories are: {shown}".strip())  # fmt: skip
+                      f"{hint} the categories are: {_shown_names(known)}".strip())  # fmt: skip
 
 
 def _vocabulary(rows: list[tuple[int, list[str]]], train: np.ndarray, col: int, width: int) -> tuple[str, ...]:
@@ -1022,17 +1123,20 @@ def _load_csv(src: _Source) -> Dataset:
     categorical = src.data["categorical"] or {}
     vocabularies = {f: (categorical[f], _vocabulary(rows, train, c, len(header)))
                     for f, c in zip(features, cols) if f in categorical}  # fmt: skip
-    columns = Columns(tuple(features), vocabularies)
-    _raise_cut(_text_columns(rows, header, cols[:-1], columns, file, hline), file)
+    columns = src.columns or Columns(tuple(features), vocabularies)
+    if src.test_file is None:  # NOTE: a trained model's columns are what they are: a test file's bad cells are its own
+        _raise_cut(_text_columns(rows, header, cols[:-1], columns, file, hline), file)
     _check_columns(src, columns)
     if len(rows) * columns.width > MAX_ENCODED:
         raise SpecError.at(src.input_loc(), f"{len(rows):,} rows of {columns.width:,} values each (one-hot encoded) "
                            f"are more than {MAX_ENCODED:,} values", "encode the columns with many categories as "
                            "index, or merge rare categories")  # fmt: skip
     unseen = "is in validation rows only: the categories are those of the training rows, so the model never learns it"
+    if src.test_file is not None:
+        unseen = "is not among the categories of the training rows, which the model learned"
     x, problems = encode_rows(rows, header, cols[:-1], columns, file, NONFINITE_HINT, unseen)
     texts = any(len(c) == len(header) and c[col].strip() and not is_number(c[col].strip()) for _, c in rows)
-    task = src.data["task"] or ("classify" if texts else "regress")
+    task = src.data["task"] or ("classify" if texts or src.classes else "regress")
     if src.data["task"] is None:
         _raise_cut(_stray_text_problems(rows, header, col, file), file)
     if task == "regress":
@@ -1041,7 +1145,7 @@ def _load_csv(src: _Source) -> Dataset:
         _raise_cut(problems + more or _big_target_problems(rows, header, col, file), file)
         y, names = values, None  # (N, 1)
     else:
-        y, names, more = _csv_labels(rows, header, col, file)
+        y, names, more = _csv_labels(rows, header, col, file, src.classes)
         _raise_cut(problems + more, file)
         what = f"the classes in column '{_quoted(header[col])}' of {file.name}"
 
@@ -1089,7 +1193,7 @@ def _npz_arrays(src: _Source, file: Path, value: str, loc: Location, wanted: tup
     allowed folders (`value` names it in the spec, at `loc`) and be at most MAX_FILE_MB; its zip directory is checked
     (at most MAX_NPZ_ARRAYS arrays, .npy files only, MAX_FILE_MB unpacked) before it is parsed, and each array's .npy
     header (never Python objects, a size that fits) before its data is read."""
-    f, size = open_data(src.checked(file, value, loc), loc, "data.path")
+    f, size = open_data(src.checked(file, value, loc), loc, src.key, src.missing_hint)
     try:
         with f:
             head = f.read(6)
@@ -1200,6 +1304,11 @@ def _npz_get(src: _Source, names: list[str], arrays: dict[str, np.ndarray], key:
     if len(bad):
         raise SpecError.at(loc, f"{key}[{bad[0]}] in {file.name} holds NaN or infinity ({len(bad)} of {len(a)} "
                            "examples do)", "fill in or remove those examples")  # fmt: skip
+    big = np.nonzero((np.abs(a.reshape(len(a), -1)) > FLOAT32_MAX).any(axis=1))[0] if a.dtype.kind == "f" else []
+    if len(big):  # NOTE: float64 values past float32's range would become infinity on the device
+        raise SpecError.at(loc, f"{key}[{big[0]}] in {file.name} holds a value beyond float32's range (about "
+                           f"{FLOAT32_MAX:.3g}; {len(big)} of {len(a)} examples do)",
+                           "rescale the values, or remove those examples")  # fmt: skip
     return a
 
 
@@ -1233,7 +1342,7 @@ def _load_npz(src: _Source) -> Dataset:
     file, key = src.file(), src.data["target"] or "y"
     loc = src.path_loc(file)
     wanted = ("x",) if src.data["target"] == "input" or key.endswith(".npy") else ("x", key)
-    names, arrays = _npz_arrays(src, file, src.data["path"], loc, wanted)
+    names, arrays = _npz_arrays(src, file, src.value, loc, wanted)
     x = _npz_input(src, names, arrays, "x", file, loc)
     what = f"the {len(x)} examples of {file.name} with valid_split {src.data['valid_split']}"
     if src.data["target"] == "input":
@@ -1261,7 +1370,7 @@ def _load_named(src: _Source) -> Dataset:
         raise SpecError(problems)
     file = src.file()
     loc = src.path_loc(file)
-    names, arrays = _npz_arrays(src, file, src.data["path"], loc, (*src.spec.inputs, *src.spec.outputs))
+    names, arrays = _npz_arrays(src, file, src.value, loc, (*src.spec.inputs, *src.spec.outputs))
     found: list[Problem] = []
 
     def each(read: Callable[[], Any]) -> Any:
@@ -1292,9 +1401,13 @@ def _load_named(src: _Source) -> Dataset:
         raise SpecError(found)
     train, valid = _indices(src, len(next(iter(xs.values()))))
     x, y = _records(xs), _records(ys)
-    ds = Dataset(x[train], y[train], x[valid], y[valid], "multi", heads=heads)
+    n = len(next(iter(xs.values())))
+    ds = Dataset(x[train], y[train], x[valid], y[valid], "multi", heads=heads,
+                 test_examples=_test_count(n, src.data["test_split"], n))  # fmt: skip
     _check_enough(src, ds, loc, f"the {len(train) + len(valid)} examples of {file.name} with valid_split "
                   f"{src.data['valid_split']}")  # fmt: skip
+    if src.test_file is not None:  # NOTE: prepared with the training split's statistics by _load_test_file
+        return ds
     for k, (_, dtype) in src.spec.inputs.items():
         if src.data["normalize"] and is_float(dtype):
             ds.input_stats[k] = stats = _statistics(ds.x_train[k], axis=0)
@@ -1333,7 +1446,8 @@ def pillow(loc: Location | None) -> Any:
 def _class_folders(src: _Source, folder: Path, loc: Location) -> list[tuple[str, list[Path]]]:
     """(class name, its image files) for every sub-folder of `folder`, classes sorted as class names are and files by
     name; hidden names (starting with '.') are skipped. Anything else in the way is an error naming it."""
-    real, problems, listed = Path(src.checked(folder, src.data["path"], loc)), [], 0
+    real, problems, listed = Path(src.checked(folder, src.value, loc)), [], 0
+    check_folder(str(real), loc, str(folder), src.key, src.missing_hint)
 
     def entries(path: Path) -> list[os.DirEntry]:
         nonlocal listed
@@ -1357,7 +1471,7 @@ def _class_folders(src: _Source, folder: Path, loc: Location) -> list[tuple[str,
                                     loc, "move it into its class folder, or out of the data folder"))  # fmt: skip
             continue
         files = []
-        for f in entries(Path(src.checked(real / e.name, f"{src.data['path']}/{e.name}", loc))):
+        for f in entries(Path(src.checked(real / e.name, f"{src.value}/{e.name}", loc))):
             if f.is_dir() or Path(f.name).suffix.lower() not in IMAGE_SUFFIXES:
                 what = "a folder" if f.is_dir() else "not a .png, .jpg or .jpeg file"
                 problems.append(Problem(f"{shown / f.name} is {what}: a class folder holds PNG and JPEG images only",
@@ -1369,12 +1483,26 @@ def _class_folders(src: _Source, folder: Path, loc: Location) -> list[tuple[str,
                                     "add PNG or JPEG images of the class, or remove the folder"))  # fmt: skip
         classes.append((e.name, files))
     _raise_cut(problems, folder)
+    if src.classes is not None:  # NOTE: a test folder: any of the classes the model was trained on
+        return _known_classes(src.classes, classes, folder, loc)
     if len(classes) < 2:
         found = f"only one, '{excerpt(classes[0][0], SHOWN)}'" if classes else "none"
         raise SpecError.at(loc, f"{folder} must hold one sub-folder of images per class, and a classifier needs at "
                            f"least 2 classes; it holds {found}", "add a folder for each class, named after it, with "
                            "its images inside")  # fmt: skip
     return sorted(classes, key=lambda c: _class_order(c[0]))
+
+
+def _known_classes(names: list[str], found: list[tuple[str, list[Path]]], folder: Path, loc: Location
+                   ) -> list[tuple[str, list[Path]]]:  # fmt: skip
+    """A test folder's class folders as (name, files) for every trained class in order (none where it has no folder);
+    a folder of a class the model never learned is an error."""
+    files = dict(found)
+    unknown = [Problem(f"{folder / name} is a class the model was not trained on", loc,
+                       f"{did_you_mean(name, names) or ''} the classes are: {_shown_names(names)}".strip())
+               for name in files if name not in names][:MAX_PROBLEMS]  # fmt: skip
+    _raise_cut(unknown, folder)
+    return [(name, files.get(name, [])) for name in names]
 
 
 class WrongSize(ValueError):
@@ -1433,7 +1561,7 @@ def _load_images(src: _Source) -> Dataset:
                            "use smaller images (data.resize) or fewer of them")  # fmt: skip
     x, problems, hinted = np.zeros((len(files), *src.shape), np.float32), [], set()
     for i, (file, _) in enumerate(files):
-        raw = read_data(src.checked(file, str(file), loc), loc, "data.path")
+        raw = src.read(file, str(file), loc)
         try:
             x[i] = read_image(raw, str(file), src.shape, src.data["resize"], image)
         except ValueError as e:

@@ -38,7 +38,9 @@ def classification(logits: np.ndarray, labels: np.ndarray, class_names: list[str
     for c in range(classes):
         precision = _ratio(hits[c], called[c])
         recall = _ratio(hits[c], support[c])
-        f1 = None if precision is None or recall is None else _ratio(2 * precision * recall, precision + recall, 0.0)
+        # NOTE: 2TP / (2TP + FP + FN): 0 for a class seen but never predicted, undefined only for one neither seen
+        # nor predicted (precision and recall may each be undefined where F1 is not)
+        f1 = _ratio(2 * hits[c], support[c] + called[c])
         per_class.append({"name": names[c], "precision": precision, "recall": recall, "f1": f1,
                           "support": int(support[c])})  # fmt: skip
     ret: dict[str, Any] = {"examples": len(truth), "accuracy": _ratio(int(hits.sum()), len(truth))}
@@ -93,8 +95,8 @@ def _errors(pred: np.ndarray, true: np.ndarray) -> dict[str, float | None]:
     return {"mae": float(np.abs(diff).mean()), "rmse": math.sqrt(float((diff**2).mean())), "r2": r2}
 
 
-def _ratio(num: float, den: float, zero: float | None = None) -> float | None:
-    return float(num) / float(den) if den else zero
+def _ratio(num: float, den: float) -> float | None:
+    return float(num) / float(den) if den else None
 
 
 def _mean(values: list[float | None]) -> float | None:

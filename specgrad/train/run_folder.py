@@ -47,7 +47,7 @@ RUN_FILES = (RESOLVED, "metrics.jsonl", "metrics.csv", "metrics.png", FINAL)  # 
 # and what `specgrad evaluate` writes, evaluation-<split>.*
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"
-PATH_KEYS = ("path",)  # NOTE: data keys holding a file path, rewritten relative to the folder of the spec file
+PATH_KEYS = ("path", "test_path")  # NOTE: data keys naming a file, rewritten relative to the folder of the spec file
 
 
 def spec_hash(values: dict[str, Any]) -> str:
@@ -127,6 +127,17 @@ def new_run_folder(out: Path, name: str) -> Path:
         return folder
 
 
+def new_folder(folder: Path) -> Path:
+    """`folder` itself as a new run folder (a sweep names its trials); one that exists is refused, never reused."""
+    try:
+        folder.mkdir()
+    except FileExistsError:
+        raise SpecError.at(None, f"{folder} exists already", "a run starts in a folder of its own") from None
+    except OSError as e:
+        raise WriteError(folder, f"cannot create the run folder ({e.strerror or e})", e.errno) from None
+    return folder
+
+
 def checkpoint_folder(folder: Path) -> Path:
     """The run folder's checkpoints/, created if missing; a link or a file in its place is refused (checkpoints are
     written inside the run folder, nowhere else)."""
@@ -193,7 +204,7 @@ def resolved_spec_text(spec: ValidSpec, folder: Path) -> str:
     values = {k: v for k, v in spec.values.items() if k != "extends"}
     data = values.get("data")
     if isinstance(data, dict):
-        values["data"] = {**data, **{k: _relative(data_file(spec), folder) for k in PATH_KEYS if data.get(k)}}
+        values["data"] = {**data, **{k: _relative(data_file(spec, k), folder) for k in PATH_KEYS if data.get(k)}}
     if (init := given_init(spec.node("init"))) is not None:
         values["init"] = {**values["init"], "from": _relative(Path(init_file(init, spec.path)), folder)}
     return yaml.safe_dump(_as_written(values, TOP), sort_keys=False, allow_unicode=True)

@@ -224,12 +224,13 @@ def test_epoch_lines_are_live_when_piped(tmp_path: Path) -> None:
            "200", "--out", str(tmp_path)]  # fmt: skip
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        lines = [proc.stdout.readline() for _ in range(2)]
+        lines = [proc.stdout.readline() for _ in range(3)]
         assert proc.poll() is None, "the first epoch's line arrived while training went on"
     finally:
         proc.kill()
         proc.wait()
-    assert lines[0].startswith("training digits-mlp") and lines[1].startswith("epoch   1/200  train loss ")
+    assert lines[0].startswith("training digits-mlp") and lines[1].startswith("data: 1,438 training and 359 validation")
+    assert lines[2].startswith("epoch   1/200  train loss ")
 
 
 def test_the_progress_bar_on_a_terminal_shows_no_nan(tmp_path: Path) -> None:

@@ -29,13 +29,14 @@ def test_classification_by_hand() -> None:
     json.dumps(report)  # NOTE: plain numbers only
 
 
-def test_a_class_never_predicted_or_never_seen_has_no_precision_or_recall() -> None:
+def test_a_class_never_predicted_or_never_seen_has_no_precision_or_recall_but_f1_where_seen() -> None:
     report = classification(one_hot_scores([0, 0, 1], 3), np.array([0, 2, 1]))
     never_predicted = report["classes"][2]
-    assert never_predicted["precision"] is None and never_predicted["recall"] == 0.0 and never_predicted["f1"] is None
+    assert never_predicted["precision"] is None and never_predicted["recall"] == 0.0 and never_predicted["f1"] == 0
     seen_nowhere = classification(one_hot_scores([0, 1], 3), np.array([0, 1]))["classes"][2]
     assert seen_nowhere["precision"] is None and seen_nowhere["recall"] is None and seen_nowhere["support"] == 0
-    assert report["macro"]["f1"] == pytest.approx((2 / 3 + 1) / 2), "the mean of the F1 scores that exist"
+    assert seen_nowhere["f1"] is None, "no example and no prediction: nothing to score"
+    assert report["macro"]["f1"] == pytest.approx((2 / 3 + 1 + 0) / 3), "a class seen but never predicted scores 0"
 
 
 def test_top_k_against_brute_force() -> None:

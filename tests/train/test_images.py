@@ -265,3 +265,24 @@ def test_run_takes_one_image_read_as_training_reads_them(tmp_path: Path, monkeyp
     mlp = Path(__file__).resolve().parents[2] / "specs" / "digits_mlp.yaml"
     other = runner.invoke(app, ["run", str(mlp), "--weights", "runs/pics-1/model.safetensors", "--input", str(big)])
     assert other.exit_code == 1 and "Traceback" not in other.output
+
+
+def test_evaluate_reads_a_folder_of_test_images(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With the trained classes, some of them only; a class folder the model never learned is an error."""
+    folder(tmp_path, {"bird": 4, "cat": 4, "dog": 4})
+    monkeypatch.chdir(tmp_path)
+    three = spec(tmp_path, model=CONV.replace("linear: 2", "linear: 3"))
+    assert runner.invoke(app, ["train", str(three), "--out", "runs"]).exit_code == 0
+    for k in range(3):  # NOTE: a test folder with one of the three classes only
+        picture(tmp_path / "test" / "dog" / f"{k}.png", value=5 * k)
+    test_path = ["--split", "test", "--set", "data.test_path=../../test"]  # NOTE: from the run folder's spec
+    result = runner.invoke(app, ["evaluate", "runs/pics-1", *test_path, "--json"])
+    assert result.exit_code == 0, result.output
+    report = next(iter(json.loads(result.stdout)["outputs"].values()))
+    assert [(c["name"], c["support"]) for c in report["classes"]] == [("bird", 0), ("cat", 0), ("dog", 3)]
+    picture(tmp_path / "test" / "emu" / "0.png")
+    unknown = runner.invoke(app, ["evaluate", "runs/pics-1", "--split", "test/"])
+    assert unknown.exit_code == 1 and "test/emu is a class the model was not trained on" in unknown.output
+    missing = runner.invoke(app, ["evaluate", "runs/pics-1", "--split", "nothing"])
+    assert missing.exit_code == 1 and "--split: no such folder: nothing" in missing.output
+    assert "Traceback" not in unknown.output + missing.output

@@ -1,0 +1,83 @@
+"""`specgrad compare RUN_DIR...`: runs side by side (specgrad.train.compare reads them): a table of each run's final
+and best validation metrics and test figures, the spec keys that differ with each run's value, and with --plot one
+PNG of their curves."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+from rich.console import Console
+from rich.table import Table
+from specgrad.cli.errors import check_output_option
+
+from specgrad.helpers import atomic_write
+from specgrad.modelspec.errors import SpecError, printable
+from specgrad.train.compare import Run, curves_png, differences, read_run, shown
+
+MAX_COLUMNS = 6  # NOTE: differing keys shown as table columns; more go into a table of their own
+
+
+def compare(folders: list[Path], as_json: bool, plot: Path | None) -> None:
+    if plot is not None:
+        check_output_option(plot, "--plot")  # NOTE: before any work; atomic_write checks again when writing
+    seen: dict[Path, Path] = {}
+    for f in folders:
+        if (real := f.resolve()) in seen:
+            raise SpecError.at(None, f"{f} is named twice (as {seen[real]} before)", "name each run once")
+        seen[real] = f
+    runs = [read_run(f) for f in folders]
+    for r in runs:
+        if r.skipped:
+            lines = ", ".join(map(str, r.skipped[:5])) + (", ..." if len(r.skipped) > 5 else "")
+            typer.echo(f"note: {printable(str(r.folder / 'metrics.jsonl'))}: line{'s' * (len(r.skipped) > 1)} {lines} "
+                       "could not be read (cut short or damaged) and are left out", err=True)  # fmt: skip
+    diff = differences([r.spec for r in runs])
+    png = curves_png(runs, labels(runs, diff)) if plot is not None else None
+    if plot is not None and png is None:
+        raise SpecError.at(None, "--plot needs matplotlib, which is not installed", "pip install 'specgrad[plot]'")
+    if png is not None:
+        atomic_write(plot, png)
+    if as_json:
+        doc = {"runs": [r.as_json() for r in runs], "differences": diff, "plot": str(plot) if plot else None}
+        typer.echo(json.dumps(doc, indent=2))
+        return
+    console = Console(width=160)
+    print_table(console, runs, diff)
+    if plot is not None:
+        console.print(f"wrote {printable(str(plot))}")
+
+
+def labels(runs: list[Run], diff: dict[str, list]) -> list[str]:
+    """Each run's name in a legend: its folder and, when few keys differ, their values."""
+    shown_keys = list(diff)[:3]
+    return [r.folder.name + "".join(f" {k}={shown(diff[k][i])}" for k in shown_keys) for i, r in enumerate(runs)]
+
+
+def print_table(console: Console, runs: list[Run], diff: dict[str, list]) -> None:
+    """One row per run, in the given order: the differing spec keys (up to MAX_COLUMNS as columns), epochs, the last
+    training loss, the last validation metrics, the best watched metric and its epoch, and the test figures."""
+    keys = list(diff)[:MAX_COLUMNS] if len(diff) <= MAX_COLUMNS else []
+    finals = list(dict.fromkeys(k for r in runs for k in r.final))
+    tests = list(dict.fromkeys(k for r in runs for k in r.test))
+    table = Table("run", *keys, "epochs", "train loss", *(f"valid {k}" for k in finals), "best (epoch)",
+                  *(f"test {k}" for k in tests))  # fmt: skip
+    for i, r in enumerate(runs):
+        state = "" if r.finished else " (unfinished)"
+        best = f"{r.metric} {_num(r.best)} ({r.best_epoch})" if r.best is not None else "-"
+        table.add_row(printable(r.folder.name) + state, *(printable(shown(diff[k][i])) for k in keys),
+                      str(r.epochs), _num(r.train_loss), *(_num(r.final.get(k)) for k in finals), best,
+                      *(_num(r.test.get(k)) for k in tests))  # fmt: skip
+    console.print(table)
+    if len(diff) > MAX_COLUMNS:
+        by_key = Table("spec key", *(printable(r.folder.name) for r in runs), title="spec keys that differ")
+        for k, values in diff.items():
+            by_key.add_row(printable(k), *(printable(shown(v)) for v in values))
+        console.print(by_key)
+    elif not diff and len(runs) > 1:
+        console.print("(the runs' specs are the same)")
+
+
+def _num(v: float | None) -> str:
+    return "-" if v is None else f"{v:.4g}"
