@@ -41,7 +41,6 @@ from specgrad.train.sweep import (
     INTERRUPTED,
     Plan,
     Trial,
-    finished_runs,
     parse_grid,
     plan_trials,
     read_results,
@@ -52,6 +51,7 @@ from specgrad.train.sweep import (
 )
 
 LOGS = "logs"  # NOTE: each trial's output, beside its run folder (the folder is made by the trial's own process)
+PARENT = "SPECGRAD_TRIAL_PARENT"  # NOTE: the pid that started a trial's process, which it must not outlive
 
 
 def sweep(spec_path: Path | None, grid: list[str], random: int | None, seed: int, overrides: list[str],
@@ -115,27 +115,27 @@ def _run(folder: Path, plan: Plan, backend: str, address: str | None, parallel: 
     typer.echo(f"sweep {folder}: {len(plan.trials)} trials ({done} done before), {at_once} at once with "
                f"{threads} thread{'s' * (threads > 1)} each, on {backend}")  # fmt: skip
     (folder / LOGS).mkdir(exist_ok=True)
-    lock = threading.Lock()
 
     def ended(trial: Trial, code: int) -> None:
-        with lock:  # NOTE: results.json has one writer at a time
-            record_result(folder, results, trial, code, _error(folder, trial) if code not in (0, INTERRUPTED) else "")
-            typer.echo(f"{trial.name} ({', '.join(trial.overrides)}): {_outcome(folder, trial, code)}")
+        """How a trial's process ended, recorded and said (called from this thread only: one results.json writer)."""
+        error = _error(folder, trial) if code > 0 and code != INTERRUPTED else ""
+        record_result(folder, results, trial, code, error)
+        typer.echo(f"{trial.name} ({', '.join(trial.overrides)}): {_outcome(code, error)}")
 
     runner = _ray if backend == "ray" else _local
-    interrupted = runner(folder, todo, at_once, threads, plan, address, ended)
+    interrupted = runner(folder, todo, at_once, threads, address, ended)
     _write_summary(folder, plan)
     if interrupted:
         typer.echo(f"interrupted; continue with\n  specgrad sweep --resume {folder}", err=True)
         raise typer.Exit(INTERRUPTED)
 
 
-def _outcome(folder: Path, trial: Trial, code: int) -> str:
+def _outcome(code: int, error: str) -> str:
     if code == 0:
         return "finished"
     if code == INTERRUPTED or code < 0:
-        return "interrupted (resumed by --resume)"
-    return f"failed (exit code {code}): {_error(folder, trial)}"
+        return "interrupted (sweep --resume continues it)"
+    return f"failed (exit code {code}): {error}"
 
 
 def _error(folder: Path, trial: Trial) -> str:
@@ -148,7 +148,7 @@ def _error(folder: Path, trial: Trial) -> str:
     return " ".join(line.strip() for line in lines[starts[0] if starts else -3 :])[:500]
 
 
-def _command(folder: Path, trial: Trial, threads: int, plan: Plan) -> tuple[list[str], dict[str, str]]:
+def _command(folder: Path, trial: Trial, threads: int) -> tuple[list[str], dict[str, str]]:
     """The trial's process: this Python, this module, with THREADS (and compile jobs) set and the sweep's reading
     policy."""
     root = os.path.realpath(str(SPEC_ROOT.value) or os.getcwd())  # NOTE: this command's reading policy, as a trial's
@@ -161,29 +161,33 @@ def run_trial_process(command: list[str], env: dict[str, str], log: str, cwd: st
                       started: Callable[[subprocess.Popen], None] | None = None) -> int:  # fmt: skip
     """Run one trial's process with its output appended to `log`; its exit code (negative: killed by a signal)."""
     with open(log, "ab") as out:
-        process = subprocess.Popen(command, env=env, cwd=cwd, stdout=out, stderr=subprocess.STDOUT,
-                                   stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent)  # fmt: skip
+        process = subprocess.Popen(command, env={**env, PARENT: str(os.getpid())}, cwd=cwd, stdout=out,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
         if started is not None:
             started(process)
         return process.wait()
 
 
 def _die_with_parent() -> None:
-    """A trial whose sweep process is killed stops too (Linux): resuming the sweep continues it from a checkpoint."""
-    with contextlib.suppress(Exception):
+    """A trial whose sweep process (or Ray worker) is killed stops too, on Linux: resuming the sweep continues it from
+    a checkpoint. Set in the trial's own process (a fork of a threaded process must run no Python before exec); one
+    whose parent is gone already stops at once."""
+    with contextlib.suppress(OSError, AttributeError):
         import ctypes
 
         ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # NOTE: PR_SET_PDEATHSIG
+    if os.environ.get(PARENT) not in (None, str(os.getppid())):
+        sys.exit(INTERRUPTED)
 
 
-def _local(folder: Path, todo: list[Trial], at_once: int, threads: int, plan: Plan, address: str | None,
+def _local(folder: Path, todo: list[Trial], at_once: int, threads: int, address: str | None,
            ended: Callable[[Trial, int], None]) -> bool:  # fmt: skip
     """Trials as processes of this machine, `at_once` at a time; Ctrl-C stops them (each saves its state)."""
     live: set[subprocess.Popen] = set()
     lock = threading.Lock()
 
     def run(trial: Trial) -> int:
-        command, env = _command(folder, trial, threads, plan)
+        command, env = _command(folder, trial, threads)
 
         def started(p: subprocess.Popen) -> None:
             with lock:
@@ -193,29 +197,29 @@ def _local(folder: Path, todo: list[Trial], at_once: int, threads: int, plan: Pl
 
     pool = ThreadPoolExecutor(at_once)
     futures: dict[Future, Trial] = {pool.submit(run, t): t for t in todo}
+    pending = set(futures)
     try:
-        pending = set(futures)
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
             for f in finished:
                 ended(futures[f], f.result())
     except KeyboardInterrupt:
-        for f in futures:
+        for f in pending:
             f.cancel()
         with lock:
             for p in live:
                 with contextlib.suppress(ProcessLookupError):
                     p.send_signal(signal.SIGINT)  # NOTE: a trial saves its state on SIGINT, as on Ctrl-C
-        for f, trial in futures.items():
+        for f in pending:  # NOTE: the trials not yet said; those that never started stay to do
             if not f.cancelled():
-                ended(trial, f.result())
+                ended(futures[f], f.result())
         return True
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
     return False
 
 
-def _ray(folder: Path, todo: list[Trial], at_once: int, threads: int, plan: Plan, address: str | None,
+def _ray(folder: Path, todo: list[Trial], at_once: int, threads: int, address: str | None,
          ended: Callable[[Trial, int], None]) -> bool:  # fmt: skip
     """Trials as Ray tasks of `threads` CPUs each, at most `at_once` at a time: on a local Ray instance, or on the
     cluster at `address` (the sweep folder, the spec and its data must be at the same paths on every node)."""
@@ -235,7 +239,7 @@ def _ray(folder: Path, todo: list[Trial], at_once: int, threads: int, plan: Plan
         while queue or pending:
             while queue and len(pending) < at_once:
                 trial = queue.pop(0)
-                command, env = _command(folder, trial, threads, plan)
+                command, env = _command(folder, trial, threads)
                 log = str((folder / LOGS / f"{trial.name}.log").resolve())
                 pending[task.remote(command, env, log, os.getcwd())] = trial
             (ready,), _ = ray.wait(list(pending), num_returns=1)
@@ -255,30 +259,21 @@ def _ray(folder: Path, todo: list[Trial], at_once: int, threads: int, plan: Plan
 def _write_summary(folder: Path, plan: Plan) -> None:
     """summary.json and summary.csv (every trial, best first), summary.txt (the compare table of the finished
     trials), compare.png (their curves, with matplotlib); the table printed."""
-    rows = summary(folder, plan)
-    keys = list(plan.grid)
+    rows, runs = summary(folder, plan)
     atomic_write(folder / "summary.json", (json.dumps({"trials": rows}, indent=2) + "\n").encode())
-    atomic_write(folder / "summary.csv", summary_csv(rows, keys).encode())
-    runs = finished_runs(folder, rows)
-    failed = [r for r in rows if r["state"] == "failed"]
+    atomic_write(folder / "summary.csv", summary_csv(rows, list(plan.grid)).encode())
     if runs:
-        diff = differences([r.spec for r in runs])
         text = io.StringIO()
-        print_table(Console(file=text, width=160), runs, diff)
+        print_table(Console(file=text, width=160), runs, differences([r.spec for r in runs]))
         atomic_write(folder / "summary.txt", text.getvalue().encode())
-        print_table(Console(width=160), runs, diff)
-        png = curves_png(runs, [f"{r.folder.name} " + ", ".join(f"{k}={v}" for k, v in zip(keys, _values(plan, r)))
-                                for r in runs])  # fmt: skip
+        typer.echo(text.getvalue(), nl=False)
+        values = {r["trial"]: ", ".join(f"{k}={v}" for k, v in r["overrides"].items()) for r in rows}
+        png = curves_png(runs, [f"{r.folder.name} {values[r.folder.name]}" for r in runs])
         if png is not None:
             atomic_write(folder / "compare.png", png)
-    unfinished = sum(r["state"] == "to do" for r in rows)
-    typer.echo(f"{len(runs)} finished, {len(failed)} failed, {unfinished} not finished; best first in "
-               f"{printable(str(folder / 'summary.csv'))}")  # fmt: skip
-
-
-def _values(plan: Plan, run: Any) -> list[str]:
-    trial = next(t for t in plan.trials if t.name == run.folder.name)
-    return [o.split("=", 1)[1] for o in trial.overrides]
+    counts = {s: sum(r["state"] == s for r in rows) for s in ("finished", "failed", "to do")}
+    typer.echo(f"{counts['finished']} finished, {counts['failed']} failed, {counts['to do']} not finished; best first "
+               f"in {printable(str(folder / 'summary.csv'))}")  # fmt: skip
 
 
 # *** one trial, in its own process ***
@@ -295,6 +290,7 @@ def _exit_code() -> Iterator[None]:
 
 def trial_main(folder: Path, name: str) -> None:
     """Train the trial `name` of the sweep in `folder` into folder/name, or continue it from its newest checkpoint."""
+    _die_with_parent()
     with _exit_code():
         plan = Plan.read(folder)
         trial = next((t for t in plan.trials if t.name == name), None)

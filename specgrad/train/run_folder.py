@@ -171,7 +171,7 @@ def locked(folder: Path) -> Iterator[None]:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             hint = "wait for it to finish, or stop it (Ctrl-C saves its state) and resume then"
-            raise SpecError.at(None, f"the run folder {folder} is in use by another specgrad process", hint) from None
+            raise SpecError.at(None, f"{folder} is in use by another specgrad process", hint) from None
         yield
     finally:
         os.close(fd)

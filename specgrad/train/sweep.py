@@ -218,11 +218,12 @@ def state(folder: Path, trial: Trial, results: dict[str, dict[str, Any]]) -> str
     if (folder / trial.name / FINAL).exists():
         return "finished"
     code = results.get(trial.name, {}).get("exit_code")
-    return "failed" if code not in (None, 0, INTERRUPTED) and code > 0 else "to do"
+    return "failed" if isinstance(code, int) and code > 0 and code != INTERRUPTED else "to do"
 
 
-def summary(folder: Path, plan: Plan) -> list[dict[str, Any]]:
-    """Every trial with its overrides, state and run figures, best first (failed and unfinished ones last)."""
+def summary(folder: Path, plan: Plan) -> tuple[list[dict[str, Any]], list[Run]]:
+    """(every trial with its overrides, state and run figures, best first, failed and unfinished ones last; the
+    finished trials' runs in that order)."""
     results, rows, runs = read_results(folder), {}, []
     for trial in plan.trials:
         run = read_run(folder / trial.name) if (folder / trial.name / RESOLVED).exists() else None
@@ -233,13 +234,10 @@ def summary(folder: Path, plan: Plan) -> list[dict[str, Any]]:
         if run is not None:
             runs.append(run)
     order = [r.folder.name for r in ranked(runs)]
-    return sorted(rows.values(), key=lambda r: (r["state"] != "finished", order.index(r["trial"]) if r["trial"] in
-                                                order else len(order), r["trial"]))  # fmt: skip
-
-
-def finished_runs(folder: Path, rows: list[dict[str, Any]]) -> list[Run]:
-    """The finished trials' runs, in the summary's order (best first)."""
-    return [read_run(folder / r["trial"]) for r in rows if r["state"] == "finished"]
+    ordered = sorted(rows.values(), key=lambda r: (r["state"] != "finished", order.index(r["trial"]) if r["trial"] in
+                                                   order else len(order), r["trial"]))  # fmt: skip
+    by_name = {r.folder.name: r for r in runs}
+    return ordered, [by_name[r["trial"]] for r in ordered if r["state"] == "finished"]
 
 
 def summary_csv(rows: list[dict[str, Any]], keys: list[str]) -> str:
