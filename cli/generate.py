@@ -11,8 +11,11 @@ import typer
 from specgrad.cli.run import load_model, spec_and_weights
 
 from specgrad.device import Device
+from specgrad.modelspec.builder import Model
+from specgrad.modelspec.decode import Decoder, NotStepwise
 from specgrad.modelspec.errors import SpecError, excerpt, printable
-from specgrad.train.generation import CharGenerator
+from specgrad.modelspec.validate import ValidSpec
+from specgrad.train.generation import CachedGenerator, Generator, WindowGenerator
 
 MAX_TOKENS = 100_000  # NOTE: characters one command generates (each step runs the model once)
 
@@ -40,21 +43,35 @@ def generate(spec_path: Path, weights: Path | None, prompt: str, tokens: int, te
         raise SpecError.at(None, f"--prompt holds characters the model does not know: {shown}; it reads codes 0.."
                            f"{vocab - 1}", "use only characters of the text it was trained on")  # fmt: skip
     model, _ = load_model(spec, weights)
-    generator = CharGenerator(model, context)
-    if not generator.is_causal(codes):
-        raise SpecError.at(None, f"the model of {spec.path} is not causal: its scores at a position depend on the "
-                           "characters after it, so it cannot write one character at a time",
-                           "generate from a model whose attention is causal (causal: true)")  # fmt: skip
+    generator = _generator(spec, model, context, codes)
     stream = generator.generate(codes, tokens, temperature, top_k, seed)
     if as_json:
         text = "".join(map(chr, stream))
+        decoding = "cached" if isinstance(generator, CachedGenerator) else "window"
         typer.echo(json.dumps({"prompt": prompt, "text": text, "tokens": tokens, "temperature": temperature,
-                               "top_k": top_k, "seed": seed, "weights": str(weights)}))  # fmt: skip
+                               "top_k": top_k, "seed": seed, "weights": str(weights),
+                               "decoding": decoding}))  # fmt: skip
         return
     typer.echo(printable(prompt), nl=False)
     for code in stream:  # NOTE: each character as it comes; control characters escaped (never run by the terminal)
         typer.echo(printable(chr(code)), nl=False)
     typer.echo("")
+
+
+def _generator(spec: ValidSpec, model: Model, context: int, codes: list[int]) -> Generator:
+    """One position per character where every step of the model has a stepwise form; else the whole window per
+    character, for a causal model only (said on stderr: it is slower)."""
+    try:
+        return CachedGenerator(Decoder(spec, model))
+    except NotStepwise as e:
+        why = str(e)
+    generator = WindowGenerator(model, context)
+    if not generator.is_causal(codes):
+        raise SpecError.at(None, f"the model of {spec.path} is not causal: its scores at a position depend on the "
+                           "characters after it, so it cannot write one character at a time",
+                           "generate from a model whose attention is causal (causal: true)")  # fmt: skip
+    typer.echo(f"note: {why}, so each character reruns the model on a window of {context:,}", err=True)
+    return generator
 
 
 def _check_options(tokens: int, temperature: float, top_k: int | None) -> None:

@@ -26,13 +26,16 @@ if TYPE_CHECKING:
 class OpDef:
     """One op: `section` (name, description, arguments), `infer` (the output shape from the input shapes, or
     ShapeMismatch), `build` (the inputs of a batch -> the output), `onnx` (its nodes: graph, step, input values, output
-    value) and `flops` (per example)."""
+    value), `flops` (per example) and `per_position` (whether an output position reads only that position of the
+    inputs, the sequence being axis 0 of each example: then a sequence model steps through it one position at a
+    time)."""
 
     section: Section
     infer: Callable[[list[Shape], dict[str, Any]], Shape]
     build: Callable[[list[Tensor], dict[str, Any]], Tensor]
     onnx: Callable[[OnnxGraph, Step, list[str], str], None]
     flops: Callable[[list[Shape], Shape, dict[str, Any]], int] = lambda shapes, out, a: prod(shapes[0]) * len(shapes)
+    per_position: Callable[[list[Shape], dict[str, Any]], bool] = lambda shapes, a: True
 
     @property
     def name(self) -> str:
@@ -97,6 +100,7 @@ OPS: dict[str, OpDef] = {
               lambda xs, a: reduce(lambda x, y: x * y, xs), _fold("Mul")),
         OpDef(Section("concat", "inputs joined along one axis", {
                   "axis": Field("int", "the axis to join along (negative counts from the end)", -1, min=-8, max=7)}),
-              _concat_infer, lambda xs, a: xs[0].cat(*xs[1:], dim=_batch_axis(a["axis"])), _concat_onnx),
+              _concat_infer, lambda xs, a: xs[0].cat(*xs[1:], dim=_batch_axis(a["axis"])), _concat_onnx,
+              per_position=lambda shapes, a: a["axis"] % len(shapes[0]) != 0),
     ]
 }  # fmt: skip

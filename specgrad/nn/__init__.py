@@ -466,11 +466,20 @@ class MultiHeadAttention:
 
     def __call__(self, x: Tensor) -> Tensor:
         _check_ndim(self, x, (3,))
+        q, k, v = self.heads(x)
+        return self.merge(q.scaled_dot_product_attention(k, v, dropout_p=self.dropout, is_causal=self.causal))
+
+    def heads(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+        """The queries, keys and values of x (B, T, C), each (B, H, T, C/H): what a key/value cache keeps."""
         (b, t, c), h = x.shape, self.num_heads
         qkv = x.linear(self.in_proj_weight.T, self.in_proj_bias)  # (B, T, 3C)
         qkv = qkv.reshape(b, t, 3, h, c // h).permute(2, 0, 3, 1, 4)  # (3, B, H, T, C/H)
-        y = qkv[0].scaled_dot_product_attention(qkv[1], qkv[2], dropout_p=self.dropout, is_causal=self.causal)
-        return self.out_proj(y.transpose(1, 2).reshape(b, t, c))
+        return qkv[0], qkv[1], qkv[2]
+
+    def merge(self, y: Tensor) -> Tensor:
+        """The heads' outputs (B, H, T, C/H) side by side and projected: (B, T, C)."""
+        b, h, t, d = y.shape
+        return self.out_proj(y.transpose(1, 2).reshape(b, t, h * d))
 
 
 # ***** recurrent *****

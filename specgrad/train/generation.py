@@ -1,10 +1,15 @@
-"""Text from a character language model, one character at a time: the model reads a window of its context length
-(the prompt and what was generated so far, its last `context` characters), and the next character is drawn from its
-scores at the window's last filled position. Until the window is full, the text sits at its start and the rest is
-padding, exactly as training saw the first characters of a window; that needs a causal model (an output at a position
-never depends on later positions), which is checked before the first character. Every step has the same shape, so
-TinyJit replays the same compiled kernels from the third character on. Drawing uses numpy's generator seeded by the
-caller: the same weights, prompt and seed give the same text.
+"""Text from a character language model, one character at a time, through the same compiled kernels for every
+character (TinyJit). Two ways to get the scores of the next character:
+
+- CachedGenerator (every model whose steps have a stepwise form, specgrad.modelspec.decode): each character is fed at
+  its position once; attention keeps its keys and values, a recurrent layer its state. When the text fills the context,
+  the newest half of it is fed again from position 0 (the positions a model has learned end at its context), so a
+  character costs two positions on average, whatever the context.
+- WindowGenerator (a model with a step that reads other positions): each character reruns a window of the last
+  `context` characters; until the window is full, the text sits at its start and the rest is padding, as training saw
+  a window's first characters. That needs a causal model, checked before the first character.
+
+Drawing uses numpy's generator seeded by the caller: the same weights, prompt and seed give the same text.
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ from collections.abc import Callable, Iterator
 
 import numpy as np
 
-from specgrad import Tensor, TinyJit
+from specgrad import Tensor, TinyJit, no_grad
+from specgrad.modelspec.decode import Decoder
 
 PAD = 0  # NOTE: what fills the window after the text; a causal model never reads it for the positions used
 CAUSAL_ATOL = 1e-4  # NOTE: scores at the last text position with two different paddings must agree within this
@@ -33,13 +39,67 @@ def sample(scores: np.ndarray, temperature: float, top_k: int | None, rng: np.ra
     return int(rng.choice(len(p), p=p / p.sum()))
 
 
-class CharGenerator:
-    """A model's next-character scores for a text, through one compiled window of `context` codes."""
+class Generator:
+    """Draws characters from `scores`: the scores of the character after a text (the whole text so far)."""
+
+    context: int
+
+    def scores(self, codes: list[int]) -> np.ndarray:
+        raise NotImplementedError
+
+    def generate(self, codes: list[int], tokens: int, temperature: float, top_k: int | None, seed: int
+                 ) -> Iterator[int]:  # fmt: skip
+        """`tokens` character codes after `codes`, one at a time."""
+        rng, text = np.random.default_rng(seed), list(codes)
+        for _ in range(tokens):
+            code = sample(self.scores(text), temperature, top_k, rng)
+            text.append(code)
+            yield code
+
+
+class CachedGenerator(Generator):
+    """Scores through a Decoder: one position per character, the state kept between calls."""
+
+    def __init__(self, decoder: Decoder):
+        self.context = decoder.length
+
+        @TinyJit
+        def step(token: Tensor, pos: Tensor) -> Tensor:
+            return decoder(token, pos)
+
+        self.step = step
+        self.held: list[int] = []  # NOTE: the codes at positions 0.. of the state, the end of the text
+        self.text_length = 0  # NOTE: of the text whose scores were asked last
+
+    def scores(self, codes: list[int]) -> np.ndarray:
+        """One position more when `codes` is the last text plus one code and the context has room; else the state
+        is rebuilt from position 0 with the text's end (all of a new text that fits; half the context when a full
+        one overflows)."""
+        if not codes:
+            raise ValueError("there are no scores before the first character: pass at least one")
+        follows = bool(self.held) and len(codes) == self.text_length + 1
+        if follows and len(self.held) < self.context:
+            self.held.append(codes[-1])
+            new = self.held[-1:]
+        else:
+            keep = max(1, self.context // 2) if follows else self.context
+            self.held = list(codes[-keep:])
+            new = self.held
+        self.text_length = len(codes)
+        start = len(self.held) - len(new)
+        for i, code in enumerate(new):
+            out = self.step(Tensor(np.array([[code]], np.int32)), Tensor(np.array([start + i], np.int32)))
+        return out.numpy()[0, 0].copy()
+
+
+class WindowGenerator(Generator):
+    """Scores through one compiled window of `context` codes, computed anew for every character."""
 
     def __init__(self, model: Callable[[Tensor], Tensor], context: int):
         self.context = context
 
         @TinyJit
+        @no_grad()
         def window_scores(tokens: Tensor) -> Tensor:
             return model(tokens).realize()
 
@@ -58,12 +118,3 @@ class CharGenerator:
         if len(codes) >= self.context:
             return True
         return bool(np.allclose(self.scores(codes, PAD), self.scores(codes, PAD + 1), atol=CAUSAL_ATOL, rtol=0))
-
-    def generate(self, codes: list[int], tokens: int, temperature: float, top_k: int | None, seed: int
-                 ) -> Iterator[int]:  # fmt: skip
-        """`tokens` character codes after `codes`, one at a time."""
-        rng, text = np.random.default_rng(seed), list(codes)
-        for _ in range(tokens):
-            code = sample(self.scores(text), temperature, top_k, rng)
-            text.append(code)
-            yield code

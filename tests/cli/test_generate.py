@@ -14,8 +14,9 @@ from specgrad.cli.run import load_model
 from typer.testing import CliRunner
 
 from specgrad import Tensor
+from specgrad.modelspec.decode import Decoder
 from specgrad.modelspec.validate import validate_file
-from specgrad.train.generation import sample
+from specgrad.train.generation import CachedGenerator, WindowGenerator, sample
 
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 runner = CliRunner()
@@ -33,7 +34,7 @@ def char_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def generated(folder: Path, *args: str) -> dict:
     result = runner.invoke(app, ["generate", str(folder), "--json", "--allow-outside", *args])
     assert result.exit_code == 0, result.output
-    return json.loads(result.output)
+    return json.loads(result.stdout)
 
 
 def test_the_same_seed_writes_the_same_text(char_run: Path) -> None:
@@ -46,22 +47,39 @@ def test_the_same_seed_writes_the_same_text(char_run: Path) -> None:
 
 
 def test_temperature_zero_is_the_greedy_decoding_of_an_independent_loop(char_run: Path) -> None:
-    """The window at the text's start, padding after it, then sliding: the prompt (40 characters) is longer than the
-    context (16), so both regimes are covered; each step here runs the model without TinyJit."""
+    """The cache holds the end of the text from position 0: the prompt's last 16 characters (the prompt, 41, is longer
+    than the context, 16), then each new character; when it is full, the newest 8 are fed again from position 0. The
+    loop here runs the whole model (no TinyJit, no cache) on what the cache holds, padded; a character may differ from
+    its argmax only where the two are tied within float rounding."""
     prompt = "From fairest creatures we desire increase"
-    got = generated(char_run, "--prompt", prompt, "--tokens", "30", "--temperature", "0")["text"]
-    assert got == generated(char_run, "--prompt", prompt, "--tokens", "30", "--top-k", "1")["text"]
+    result = generated(char_run, "--prompt", prompt, "--tokens", "60", "--temperature", "0")
+    assert result["decoding"] == "cached"
+    got = result["text"]
+    assert got == generated(char_run, "--prompt", prompt, "--tokens", "60", "--top-k", "1")["text"]
     spec = validate_file(char_run / "spec.resolved.yaml", data_files=False)
     model, _ = load_model(spec, char_run / "model.safetensors")
-    codes = [ord(c) for c in prompt]
-    for _ in range(30):
-        window = codes[-16:]
+    held = [ord(c) for c in prompt][-16:]
+    for i, code in enumerate(map(ord, got)):
         x = np.zeros((1, 16), np.int32)
-        x[0, : len(window)] = window
-        codes.append(int(np.argmax(model(Tensor(x)).numpy()[0, len(window) - 1])))
-    assert got == "".join(map(chr, codes[len(prompt) :]))
+        x[0, : len(held)] = held
+        scores = model(Tensor(x)).numpy()[0, len(held) - 1]
+        assert scores.max() - scores[code] < 1e-4, f"character {i}: {code} where the model says {scores.argmax()}"
+        held = held + [code] if len(held) < 16 else (held + [code])[-8:]
     short = generated(char_run, "--prompt", "A", "--tokens", "20", "--temperature", "0")["text"]
-    assert len(short) == 20, "a prompt shorter than the context starts the window"
+    assert len(short) == 20, "a prompt shorter than the context starts the cache"
+
+
+def test_the_cache_gives_the_scores_a_whole_window_gives_for_the_text_it_holds(char_run: Path) -> None:
+    """Both generators side by side over three contexts of text: the cached one's scores equal the window's for the
+    characters it holds (all of them until 16, then the newest 8 to 16)."""
+    spec = validate_file(char_run / "spec.resolved.yaml", data_files=False)
+    model, _ = load_model(spec, char_run / "model.safetensors")
+    cached, window = CachedGenerator(Decoder(spec, model)), WindowGenerator(model, 16)
+    text = [ord(c) for c in "Shall I"]
+    for code in np.random.default_rng(0).integers(32, 127, 48):
+        np.testing.assert_allclose(cached.scores(text), window.scores(cached.held), atol=1e-5, rtol=1e-5)
+        assert cached.held == text[-len(cached.held) :] and min(len(text), 8) <= len(cached.held) <= 16
+        text.append(int(code))
 
 
 def test_what_cannot_be_generated_from_is_a_clear_error(char_run: Path, tmp_path: Path) -> None:
@@ -92,3 +110,21 @@ def test_sampling_follows_the_softmax_of_the_scaled_scores() -> None:
         np.testing.assert_allclose(draws, p, atol=0.015)
     top2 = {sample(scores, 1.0, 2, rng) for _ in range(2000)}
     assert top2 == {0, 1}
+
+
+def test_a_causal_model_without_a_stepwise_form_reruns_its_window(tmp_path: Path) -> None:
+    """batchnorm over a (sequence, features) input normalises per position with that position's statistics: causal,
+    but not one of the kinds that step; generate says so and runs whole windows."""
+    spec = tmp_path / "bn.yaml"
+    spec.write_text(
+        "specgrad: 1\nname: bn-lm\ninput: {shape: [16], dtype: int32}\nmodel:\n"
+        "  - embedding: {vocab: 128, dim: 8}\n  - batchnorm\n  - linear: 128\n"
+        "data: {source: text, corpus: sonnets, context: 16, batch_size: 8}\ntrain: {epochs: 1}\n"
+    )
+    trained = runner.invoke(app, ["train", str(spec), "--out", str(tmp_path / "runs"), "--steps", "3"])
+    assert trained.exit_code == 0, trained.output
+    result = runner.invoke(app, ["generate", str(tmp_path / "runs" / "bn-lm-1"), "--prompt", "Shall I", "--tokens",
+                                 "20", "--json"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "layer 1 (batchnorm) does not compute one position at a time" in result.stderr
+    assert json.loads(result.stdout)["decoding"] == "window" and len(json.loads(result.stdout)["text"]) == 20

@@ -31,7 +31,7 @@ def _ids(case: tuple[str, int]) -> str:
 def test_every_kind_has_every_part(name: str) -> None:
     d: LayerDef = LAYERS[name]
     assert d.name == name and d.entry.description and d.entry.args.description
-    for part in (d.infer, d.build, d.onnx, d.weights, d.flops):
+    for part in (d.infer, d.build, d.onnx, d.weights, d.flops, d.decode):
         assert callable(part)
     assert d.examples, f"{name} has no examples"
     for key, f in d.entry.args.fields.items():

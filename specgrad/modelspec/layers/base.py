@@ -10,6 +10,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+
 from specgrad import Tensor
 from specgrad.helpers import prod
 from specgrad.modelspec.schema import REQUIRED, Entry, Field, Section
@@ -26,6 +28,53 @@ OnnxLowering = Callable[["OnnxGraph", "Step", str, str, str], None]
 
 class ShapeMismatch(ValueError):
     """A layer that cannot take the shape it is given; the message says what it needs."""
+
+
+class Stepper:
+    """A built layer of a sequence model computing one new position at a time (specgrad generate): its input is the
+    new position, (batch, 1, ...), and `pos`, that position's index, (1,) int32. What it keeps of earlier positions is
+    `state`: tensors it updates in place (assign), so a TinyJit capture of a step replays with the state it left."""
+
+    state: tuple[Tensor, ...] = ()
+
+    def __call__(self, x: Tensor, pos: Tensor) -> Tensor:
+        raise NotImplementedError
+
+
+class PerPosition(Stepper):
+    """A layer whose output at a position reads only that position: applied to the new position as it is."""
+
+    def __init__(self, layer: Layer):
+        self.layer = layer
+
+    def __call__(self, x: Tensor, pos: Tensor) -> Tensor:
+        return self.layer(x)
+
+
+# NOTE: (built layer, per-example input shape, args, batch) -> how it steps, or None where an output position reads
+# other positions (then a model steps only through its whole window); the sequence is axis 0 of each example
+Decode = Callable[[Layer, Shape, dict[str, Any], int], Stepper | None]
+
+
+def per_position(layer: Layer, shape: Shape, a: dict[str, Any], batch: int) -> Stepper:
+    """An elementwise kind, or one that reads one token at a time (embedding)."""
+    return PerPosition(layer)
+
+
+def per_position_on_features(layer: Layer, shape: Shape, a: dict[str, Any], batch: int) -> Stepper | None:
+    """A kind acting on the last axis: per position when that is not the sequence itself."""
+    return PerPosition(layer) if len(shape) >= 2 else None
+
+
+def state_zeros(shape: Shape, like: Tensor) -> Tensor:
+    """Zeros of `like`'s dtype and device in a buffer of their own, for a Stepper's state: never one the lazy cache
+    could hand to another tensor as well (an assign into such a shared buffer would not be in place)."""
+    return Tensor(np.zeros(shape, like.dtype.np), device=like.device)
+
+
+def at_position(length: int, pos: Tensor) -> Tensor:
+    """(length,) bool: True at index `pos` ((1,) int32) alone."""
+    return Tensor.arange(length) == pos
 
 
 WEIGHT_KEYS: dict[str, Field] = {
@@ -61,8 +110,9 @@ class LayerDef:
     output shape, or ShapeMismatch), `weights` (the shape of each trainable tensor, by its state-dict key within the
     layer), `flops` (per example; a multiply-add counts 2), `build` (an nn layer or function for a batch), `onnx` (its
     ONNX nodes), `saved` (values one example keeps for backward: the output, and the inner values of a kind that has
-    them), `examples` (its test cases) and `notes` (longer docs, such as axis conventions). The C export needs nothing
-    per kind: it compiles the kernels the built layer runs."""
+    them), `decode` (how a built layer computes one new position of a sequence: a Stepper, or None), `examples` (its
+    test cases) and `notes` (longer docs, such as axis conventions). The C export needs nothing per kind: it compiles
+    the kernels the built layer runs."""
 
     entry: Entry
     infer: Callable[[Shape, dict[str, Any]], Shape]
@@ -73,6 +123,7 @@ class LayerDef:
     flops: Callable[[Shape, Shape, dict[str, Any]], int] = lambda i, o, a: prod(o)
     # NOTE: values one example keeps for the backward pass (the memory check): the output, unless a kind says more
     saved: Callable[[Shape, Shape, dict[str, Any]], int] = lambda i, o, a: prod(o)
+    decode: Decode = lambda layer, shape, a, batch: None
     notes: str = field(default="")
 
     def __post_init__(self) -> None:

@@ -12,6 +12,7 @@ from specgrad.modelspec.layers.base import (
     Shape,
     needs_features,
     onnx_linear,
+    per_position_on_features,
     size_field,
     with_bias,
 )
@@ -41,6 +42,7 @@ LINEAR = LayerDef(
     examples=(Example({"out": 7}, (5,), (7,), 42), Example({"out": 3, "bias": False}, (2, 4, 6), (2, 4, 3), 18)),
     weights=lambda s, a: with_bias({"weight": (a["out"], s[-1])}, a["bias"], ("bias", (a["out"],))),
     flops=lambda i, o, a: 2 * prod(i) * a["out"],
+    decode=per_position_on_features,
 )  # fmt: skip
 
 
@@ -80,6 +82,7 @@ MLP_LAYER = LayerDef(
                                    a["bias"], ("fc1.bias", (a["hidden"],)), ("fc2.bias", (s[-1],))),
     flops=lambda i, o, a: 4 * prod(i) * a["hidden"],
     saved=lambda i, o, a: 2 * prod(i[:-1]) * a["hidden"] + prod(o),  # NOTE: the hidden layer before and after its act
+    decode=per_position_on_features,
 )  # fmt: skip
 
 DEFS = [LINEAR, MLP_LAYER]

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from specgrad import nn
-from specgrad.modelspec.layers.base import Example, LayerDef
+from specgrad.modelspec.layers.base import Example, LayerDef, per_position
 from specgrad.modelspec.schema import Entry, Field, Section
 
 if TYPE_CHECKING:
@@ -59,6 +59,7 @@ def _activation(name: str) -> LayerDef:
         build=lambda shape, a: lambda x: getattr(x, name)(),
         onnx=lambda g, s, p, x, out: ACTIVATIONS[name](g, g.to_float(x), out),
         examples=(Example({}, (3, 5), (3, 5), 0),),
+        decode=per_position,
     )
 
 
@@ -69,6 +70,7 @@ DROPOUT = LayerDef(
     build=lambda shape, a: nn.Dropout(a["p"]),
     onnx=lambda g, s, p, x, out: g.node("Identity", x, out=out, dtype=g.types[x]),  # NOTE: inference: no dropout
     examples=(Example({"p": 0.3}, (4, 6), (4, 6), 0),),
+    decode=per_position,  # NOTE: text is generated in inference, where dropout is the identity
 )  # fmt: skip
 
 DEFS = [DROPOUT, *(_activation(n) for n in ACTIVATIONS)]

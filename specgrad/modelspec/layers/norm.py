@@ -9,7 +9,16 @@ import numpy as np
 
 from specgrad import Tensor, nn
 from specgrad.helpers import prod
-from specgrad.modelspec.layers.base import Example, Layer, LayerDef, Shape, ShapeMismatch, size_field, with_bias
+from specgrad.modelspec.layers.base import (
+    Example,
+    Layer,
+    LayerDef,
+    Shape,
+    ShapeMismatch,
+    per_position_on_features,
+    size_field,
+    with_bias,
+)
 from specgrad.modelspec.schema import Entry, Field, Section
 
 if TYPE_CHECKING:
@@ -148,6 +157,7 @@ LAYERNORM = LayerDef(
     examples=(Example({}, (3, 8), (3, 8), 16), Example({"eps": 0.01, "bias": False}, (6,), (6,), 6)),
     weights=lambda s, a: with_bias({"weight": (s[-1],)}, a["bias"], ("bias", (s[-1],))),
     flops=lambda i, o, a: 5 * prod(i),
+    decode=per_position_on_features,
 )  # fmt: skip
 
 DEFS = [BATCHNORM, LAYERNORM, GROUPNORM]

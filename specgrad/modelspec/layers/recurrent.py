@@ -8,7 +8,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from specgrad import Tensor, nn
-from specgrad.modelspec.layers.base import Example, LayerDef, Shape, ShapeMismatch, needs, size_field
+from specgrad.modelspec.layers.base import (
+    Example,
+    LayerDef,
+    Shape,
+    ShapeMismatch,
+    Stepper,
+    needs,
+    size_field,
+    state_zeros,
+)
 from specgrad.modelspec.schema import Entry, Field, Section
 
 if TYPE_CHECKING:
@@ -19,6 +28,8 @@ if TYPE_CHECKING:
 class _Output:
     """The spec's view of an nn recurrent layer: its output alone, every step's hidden state or the last one's."""
 
+    states = 1  # NOTE: tensors of state: h (and c for an lstm), each (layers, batch, hidden)
+
     def __init__(self, features: int, a: dict[str, Any]):
         super().__init__(features, a["hidden"], a["layers"], a["bias"])  # type: ignore[call-arg]
         self.last = a["return"] == "last"
@@ -27,13 +38,34 @@ class _Output:
         y = super().__call__(x)[0]  # type: ignore[misc]
         return y[:, -1] if self.last else y
 
+    def carried(self, x: Tensor, state: tuple[Tensor, ...]) -> tuple[Tensor, tuple[Tensor, ...]]:
+        """Every step's hidden state of x (batch, steps, features) from `state`, and the state after the last."""
+        y, after = super().__call__(x, state if self.states > 1 else state[0])  # type: ignore[misc]
+        return y, after if isinstance(after, tuple) else (after,)
+
 
 class LSTM(_Output, nn.LSTM):
-    pass
+    states = 2
 
 
 class GRU(_Output, nn.GRU):
     pass
+
+
+class CarriedState(Stepper):
+    """An lstm or gru one new position at a time: the state after the previous position is kept (in place) and read
+    by the next; position 0 starts from zeros, as every training window did."""
+
+    def __init__(self, layer: _Output, batch: int):
+        self.layer, shape = layer, (layer.num_layers, batch, layer.hidden_size)  # type: ignore[attr-defined]
+        w = layer.weight_ih_l0  # type: ignore[attr-defined]
+        self.state = tuple(state_zeros(shape, w) for _ in range(layer.states))
+
+    def __call__(self, x: Tensor, pos: Tensor) -> Tensor:
+        y, after = self.layer.carried(x, tuple((pos == 0).where(0, s) for s in self.state))
+        for s, new in zip(self.state, after):
+            s.assign(new)
+        return y
 
 
 MAX_STEPS = 2048  # NOTE: sequence x layers; 1000 x 2 takes a minute and 0.8 GB to capture one training step
@@ -97,6 +129,11 @@ def _onnx(op: str, order: tuple[int, ...], **attrs: Any) -> Any:
     return lower
 
 
+def _decode(layer: Any, shape: Shape, a: dict, batch: int) -> Stepper | None:
+    """Every step's state carried; `return: last` gives one output for the whole sequence, not one per position."""
+    return CarriedState(layer, batch) if a["return"] == "sequence" else None
+
+
 def _entry(name: str, what: str) -> Entry:
     return Entry(name, f"{what} over a (sequence, features) input", Section(name, "arguments", {
         "hidden": size_field("size of the hidden state (the output features)"),
@@ -131,6 +168,7 @@ LSTM_LAYER = LayerDef(
               Example({"hidden": 5, "bias": False}, (4, 2), (4, 5), 20 * 7)),
     weights=_weights(4),
     flops=_flops(4, 13),
+    decode=_decode,
     saved=lambda i, o, a: i[0] * a["layers"] * 7 * a["hidden"],  # NOTE: per step: 4 gates, cell, tanh(cell), state
     notes=NOTES.replace("{op}", "LSTM") + " The gates are PyTorch's (input, forget, cell, output); the cell's 13 "
     "elementwise ops per unit: 4 gate sums, 3 sigmoids, 2 tanh, 3 products and 1 sum.",
@@ -147,6 +185,7 @@ GRU_LAYER = LayerDef(
               Example({"hidden": 5, "bias": False}, (4, 2), (4, 5), 15 * 7)),
     weights=_weights(3),
     flops=_flops(3, 11),
+    decode=_decode,
     saved=lambda i, o, a: i[0] * a["layers"] * 6 * a["hidden"],  # NOTE: per step: 3 gates, the new-gate parts, state
     notes=NOTES.replace("{op}", "GRU") + " The gates are PyTorch's (reset, update, new), the reset gate applied to "
     "(W_hn h + b_hn); the cell's 11 elementwise ops per unit: 2 gate sums, 2 sigmoids, the reset product and sum, "

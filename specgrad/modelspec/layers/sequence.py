@@ -13,12 +13,17 @@ from specgrad.helpers import prod
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.layers.base import (
     Example,
+    Layer,
     LayerDef,
     Shape,
     ShapeMismatch,
+    Stepper,
+    at_position,
     needs,
     onnx_linear,
+    per_position,
     size_field,
+    state_zeros,
     with_bias,
     words,
 )
@@ -50,6 +55,7 @@ EMBEDDING = LayerDef(
     examples=(Example({"vocab": 8, "dim": 5}, (6,), (6, 5), 40, "int32"),),
     weights=lambda s, a: {"weight": (a["vocab"], a["dim"])},
     flops=lambda i, o, a: 0,
+    decode=per_position,
 )  # fmt: skip
 
 
@@ -61,6 +67,16 @@ class Positional:
 
     def __call__(self, x: Tensor) -> Tensor:
         return x + self.weight
+
+
+class _PositionalStep(Stepper):
+    """The new position's vector added (a one-hot sum over the rows: exact, and one shape at every position)."""
+
+    def __init__(self, layer: Positional):
+        self.weight = layer.weight
+
+    def __call__(self, x: Tensor, pos: Tensor) -> Tensor:
+        return x + at_position(self.weight.shape[0], pos).reshape(-1, 1).where(self.weight, 0).sum(0)
 
 
 def _sequence(shape: Shape, a: dict) -> Shape:
@@ -76,6 +92,7 @@ POSITIONAL = LayerDef(
     onnx=lambda g, s, p, x, out: g.node("Add", g.to_float(x), g.param(p + "weight"), out=out),
     examples=(Example({}, (6, 4), (6, 4), 24),),
     weights=lambda s, a: {"weight": s},
+    decode=lambda layer, shape, a, batch: _PositionalStep(layer),  # type: ignore[arg-type]
 )  # fmt: skip
 
 
@@ -102,6 +119,30 @@ def _attention_onnx(g: OnnxGraph, s: Step, p: str, x: str, out: str) -> None:
     onnx_linear(g, y, 3, p + "out_proj.weight", p + "out_proj.bias", out)
 
 
+class CachedAttention(Stepper):
+    """A causal self_attention one new position at a time: each position's keys and values go into a cache as long
+    as the sequence (the state, written in place), and the new query reads the cache up to its own position. Every
+    step has the same shapes, so one compiled step serves every position."""
+
+    def __init__(self, layer: nn.MultiHeadAttention, length: int, batch: int):
+        h = layer.num_heads
+        self.layer, self.length = layer, length
+        shape = (batch, h, length, layer.embed_dim // h)
+        self.state = (state_zeros(shape, layer.in_proj_weight), state_zeros(shape, layer.in_proj_weight))
+
+    def __call__(self, x: Tensor, pos: Tensor) -> Tensor:
+        q, *new = self.layer.heads(x)  # each (B, H, 1, C/H)
+        here = at_position(self.length, pos).reshape(1, 1, -1, 1)
+        keys, values = (cache.assign(here.where(n, cache)) for cache, n in zip(self.state, new))
+        seen = (Tensor.arange(self.length) <= pos).reshape(1, -1)
+        return self.layer.merge(q.scaled_dot_product_attention(keys, values, attn_mask=seen))
+
+
+def _attention_decode(layer: Layer, shape: Shape, a: dict, batch: int) -> Stepper | None:
+    """Cached when causal; otherwise a position reads later ones, which do not exist yet."""
+    return CachedAttention(layer, shape[0], batch) if a["causal"] else None  # type: ignore[arg-type]
+
+
 def _attention_flops(i: Shape, o: Shape, a: dict) -> int:
     t, c = i
     return 2 * t * c * 4 * c + 4 * t * t * c  # NOTE: q, k, v and output projections, then scores and mixing
@@ -125,6 +166,7 @@ SELF_ATTENTION = LayerDef(
     flops=_attention_flops,
     # NOTE: q, k and v, the scores and their softmax per head, the mixed values and the output
     saved=lambda i, o, a: 3 * prod(i) + 2 * a["heads"] * i[0] * i[0] + 2 * prod(o),
+    decode=_attention_decode,
 )  # fmt: skip
 
 DEFS = [EMBEDDING, POSITIONAL, SELF_ATTENTION]
