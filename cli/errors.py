@@ -3,7 +3,7 @@
     0 done; 1 the spec, its data or a path given cannot be used (a located message); 2 the command line is wrong
     (typer's own code); 3 the environment cannot do it (a device, an optional package, a disk that is full, read-only
     or not writable), with how to fix it; 4 training stopped on a non-finite loss; 70 an internal error (a bug in
-    specgrad: please report it); 130 interrupted.
+    specgrad: please report it); 130 interrupted; 141 the reader of the output went away (`| head`).
 
 A traceback is printed only with the global --debug (or SPECGRAD_DEBUG=1). Imports typer and specgrad.
 """
@@ -13,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import errno
+import os
+import sys
 import traceback
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +28,7 @@ from specgrad.train.trainer import NonFiniteLoss
 
 # NOTE: 70 is sysexits.h's EX_SOFTWARE, apart from the codes DESIGN.md gives
 INVALID, USAGE, ENVIRONMENT, NON_FINITE, INTERNAL, INTERRUPTED = 1, 2, 3, 4, 70, 130
+PIPE_CLOSED = 141  # NOTE: 128 + SIGPIPE, what a shell reports for a tool whose reader went away
 
 _FULL = "free some space there (or choose a folder on another disk), then run again; an older file is kept intact"
 ENVIRONMENT_ERRNOS = {
@@ -93,12 +96,26 @@ def handled() -> Iterator[None]:
     except KeyboardInterrupt:
         typer.echo("interrupted", err=True)
         raise typer.Exit(INTERRUPTED) from None
+    except BrokenPipeError:  # NOTE: the reader of the output stopped (`| head`): stop quietly, as a unix tool does
+        _discard_stdout()
+        raise typer.Exit(PIPE_CLOSED) from None
     except Exception as e:
         code, message = describe(e)
         if is_debug():
             typer.echo("".join(traceback.format_exception(type(e), e, e.__traceback__)).rstrip(), err=True)
         typer.echo(printable(message), err=True)  # NOTE: a path or name from a file cannot drive the terminal
         raise typer.Exit(code) from None
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null, so what is still buffered is not written (and refused) again at exit."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # NOTE: not a real file (a test's captured output)
+        return
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def check_paths(paths: dict[str, Path | None]) -> None:

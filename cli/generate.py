@@ -22,7 +22,7 @@ MAX_TOKENS = 100_000  # NOTE: characters one command generates (each step runs t
 
 def generate(spec_path: Path, weights: Path | None, prompt: str, tokens: int, temperature: float, top_k: int | None,
              seed: int, overrides: list[str], device: str | None, as_json: bool) -> None:  # fmt: skip
-    _check_options(tokens, temperature, top_k)
+    _check_options(tokens, temperature, top_k, seed)
     spec, weights = spec_and_weights(spec_path, weights, overrides)
     data = spec.values.get("data") or {}
     if data.get("source") != "text" or len(spec.inputs) != 1 or len(spec.outputs) != 1:
@@ -74,7 +74,7 @@ def _generator(spec: ValidSpec, model: Model, context: int, codes: list[int]) ->
     return generator
 
 
-def _check_options(tokens: int, temperature: float, top_k: int | None) -> None:
+def _check_options(tokens: int, temperature: float, top_k: int | None, seed: int) -> None:
     """The sampling options, before the model is loaded."""
     if not 1 <= tokens <= MAX_TOKENS:
         raise SpecError.at(None, f"--tokens {tokens} is out of range", f"use 1 to {MAX_TOKENS:,}")
@@ -83,3 +83,5 @@ def _check_options(tokens: int, temperature: float, top_k: int | None) -> None:
                            "use 0 (always the likeliest character) to 100; 1 samples the model as it is")  # fmt: skip
     if top_k is not None and top_k < 1:
         raise SpecError.at(None, f"--top-k {top_k} keeps no characters", "use 1 or more (1 is the likeliest only)")
+    if seed < 0:
+        raise SpecError.at(None, f"--seed {seed} is negative", "use a whole number from 0 up")

@@ -1,7 +1,8 @@
 """The `specgrad` command: a Typer app with one file per command. Only cli/ exits the process.
 
 Exit codes (docs/cli.md; cli/errors.py maps exceptions to them): 0 success, 1 invalid spec, data or path, 2 bad
-command line (typer), 3 the environment cannot do it, 4 non-finite loss, 70 internal error, 130 interrupted.
+command line (typer), 3 the environment cannot do it, 4 non-finite loss, 70 internal error, 130 interrupted, 141 the
+reader of the output went away.
 """
 
 from __future__ import annotations

@@ -40,7 +40,11 @@ class Decoder:
         layers = dict(model.steps)
         self.plan: list[tuple[str, StepFn, tuple[str, ...]]] = []
         self.state: list[Tensor] = []
-        for s in spec.steps:
+        needed = {self.output}  # NOTE: a step the output does not read is left out, whatever its kind
+        for s in reversed(spec.steps):
+            if s.name in needed:
+                needed |= set(s.srcs)
+        for s in (s for s in spec.steps if s.name in needed):
             if s.kind == "layer":
                 stepper = LAYERS[s.what].decode(layers[s.name], s.in_shapes[0], s.args, batch)  # type: ignore[arg-type]
                 if stepper is None:

@@ -54,7 +54,8 @@ def _check_var_override(root: YNode, text: str) -> None:
         return
     vars_node = root.get("vars") if root.kind == "map" else None
     defined = list(vars_node.value) if vars_node is not None and vars_node.kind == "map" else []
-    if parts[1] in _references(root):
+    params = _block_params(root)
+    if parts[1] in _references(root, params):
         return
     loc = Location(f"--set {text}", 1, len(key) - len(key.lstrip()) + key.index(".") + 2)
     if parts[1] in defined:
@@ -63,12 +64,34 @@ def _check_var_override(root: YNode, text: str) -> None:
         raise SpecError.at(loc, f"the variable '{parts[1]}' is used nowhere in the spec, so setting it would change "
                            "nothing", hint)  # fmt: skip
     known = f"its variables are {', '.join(defined)}" if defined else "it defines no variables under vars:"
+    blocks = [b for b, names in params.items() if parts[1] in names]
+    if blocks:
+        known = (f"'{parts[1]}' is a parameter of block '{blocks[0]}', given where the block is used (with: "
+                 f"{{{parts[1]}: ...}}); {known}")  # fmt: skip
     raise SpecError.at(loc, f"the spec has no variable '{parts[1]}', so setting it would change nothing",
                        did_you_mean(parts[1], defined) or known)  # fmt: skip
 
 
-def _references(node: YNode) -> set[str]:
-    """Every $name written anywhere under `node`."""
+def _block_params(root: YNode) -> dict[str, set[str]]:
+    """Each block's parameter names (a $name of a block's own parameter inside it reads the parameter, not vars)."""
+    blocks = root.get("blocks") if root.kind == "map" else None
+    if blocks is None or blocks.kind != "map":
+        return {}
+    ret = {}
+    for name, block in blocks.value.items():
+        listed = block.get("params") if block.kind == "map" else None
+        ret[name] = {str(p.value) for p in listed.value} if listed is not None and listed.kind == "seq" else set()
+    return ret
+
+
+def _references(node: YNode, params: dict[str, set[str]] | None = None) -> set[str]:
+    """Every $name written anywhere under `node`; with `params` (the root's blocks' parameters), a block's own
+    parameters inside that block are left out."""
+    if node.kind == "map" and params:
+        blocks = node.value.get("blocks")
+        inside = {n for b, v in (blocks.value.items() if blocks is not None and blocks.kind == "map" else ())
+                  for n in _references(v) - params.get(b, set())}  # fmt: skip
+        return inside | {name for k, v in node.value.items() if k != "blocks" for name in _references(v)}
     if node.kind == "map":
         return {name for v in node.value.values() for name in _references(v)}
     if node.kind == "seq":

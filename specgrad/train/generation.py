@@ -34,31 +34,41 @@ def sample(scores: np.ndarray, temperature: float, top_k: int | None, rng: np.ra
     if top_k is not None and top_k < len(scores):
         cut = np.partition(scores, -top_k)[-top_k]
         scores = np.where(scores >= cut, scores, -np.inf)
-    z = scores / temperature
-    p = np.exp(z - z.max())
+    with np.errstate(over="ignore"):  # NOTE: scores - max <= 0, so a tiny T gives -inf (probability 0), never +inf
+        p = np.exp((scores - scores.max()) / temperature)
     return int(rng.choice(len(p), p=p / p.sum()))
 
 
 class Generator:
-    """Draws characters from `scores`: the scores of the character after a text (the whole text so far)."""
+    """Draws characters from the scores `start` gives after a text and `next` after each character added to it."""
 
     context: int
 
-    def scores(self, codes: list[int]) -> np.ndarray:
+    def start(self, codes: list[int]) -> np.ndarray:
+        """The scores of the character after `codes`, a new text."""
+        raise NotImplementedError
+
+    def next(self, code: int) -> np.ndarray:
+        """The scores of the character after the text so far and `code`."""
         raise NotImplementedError
 
     def generate(self, codes: list[int], tokens: int, temperature: float, top_k: int | None, seed: int
                  ) -> Iterator[int]:  # fmt: skip
         """`tokens` character codes after `codes`, one at a time."""
-        rng, text = np.random.default_rng(seed), list(codes)
-        for _ in range(tokens):
-            code = sample(self.scores(text), temperature, top_k, rng)
-            text.append(code)
+        if not codes:
+            raise ValueError("a text to go on from needs at least one character")
+        rng, scores = np.random.default_rng(seed), self.start(list(codes))
+        for i in range(tokens):
+            code = sample(scores, temperature, top_k, rng)
             yield code
+            if i + 1 < tokens:
+                scores = self.next(code)
 
 
 class CachedGenerator(Generator):
-    """Scores through a Decoder: one position per character, the state kept between calls."""
+    """Scores through a Decoder: one position per character, the state kept between calls. `held` is the end of the
+    text the state holds, at positions 0 on: the text's last `context` codes at the start, then each new one; when
+    the context is full, its newest `context // 2` (at least 1) are fed again from position 0."""
 
     def __init__(self, decoder: Decoder):
         self.context = decoder.length
@@ -68,27 +78,27 @@ class CachedGenerator(Generator):
             return decoder(token, pos)
 
         self.step = step
-        self.held: list[int] = []  # NOTE: the codes at positions 0.. of the state, the end of the text
-        self.text_length = 0  # NOTE: of the text whose scores were asked last
+        self.held: list[int] = []
 
-    def scores(self, codes: list[int]) -> np.ndarray:
-        """One position more when `codes` is the last text plus one code and the context has room; else the state
-        is rebuilt from position 0 with the text's end (all of a new text that fits; half the context when a full
-        one overflows)."""
+    def start(self, codes: list[int]) -> np.ndarray:
+        self.held = []
+        return self._feed(codes[-self.context :])
+
+    def next(self, code: int) -> np.ndarray:
+        if len(self.held) < self.context:
+            return self._feed([code])
+        keep = (self.held + [code])[-max(1, self.context // 2) :]
+        self.held = []
+        return self._feed(keep)
+
+    def _feed(self, codes: list[int]) -> np.ndarray:
+        """`codes` at the positions after `held`, one step each; the scores after the last."""
         if not codes:
-            raise ValueError("there are no scores before the first character: pass at least one")
-        follows = bool(self.held) and len(codes) == self.text_length + 1
-        if follows and len(self.held) < self.context:
-            self.held.append(codes[-1])
-            new = self.held[-1:]
-        else:
-            keep = max(1, self.context // 2) if follows else self.context
-            self.held = list(codes[-keep:])
-            new = self.held
-        self.text_length = len(codes)
-        start = len(self.held) - len(new)
-        for i, code in enumerate(new):
-            out = self.step(Tensor(np.array([[code]], np.int32)), Tensor(np.array([start + i], np.int32)))
+            raise ValueError("a text to go on from needs at least one character")
+        for code in codes:
+            pos = len(self.held)
+            out = self.step(Tensor(np.array([[code]], np.int32)), Tensor(np.array([pos], np.int32)))
+            self.held.append(code)
         return out.numpy()[0, 0].copy()
 
 
@@ -104,6 +114,15 @@ class WindowGenerator(Generator):
             return model(tokens).realize()
 
         self.window_scores = window_scores
+        self.text: list[int] = []  # NOTE: the last `context` codes of the text
+
+    def start(self, codes: list[int]) -> np.ndarray:
+        self.text = codes[-self.context :]
+        return self.scores(self.text)
+
+    def next(self, code: int) -> np.ndarray:
+        self.text = (self.text + [code])[-self.context :]
+        return self.scores(self.text)
 
     def scores(self, codes: list[int], pad: int = PAD) -> np.ndarray:
         """The scores of the character after `codes` (the last `context` of them are read)."""

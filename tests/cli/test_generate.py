@@ -5,6 +5,7 @@ generated from is a clear error."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -71,22 +72,30 @@ def test_temperature_zero_is_the_greedy_decoding_of_an_independent_loop(char_run
 
 def test_the_cache_gives_the_scores_a_whole_window_gives_for_the_text_it_holds(char_run: Path) -> None:
     """Both generators side by side over three contexts of text: the cached one's scores equal the window's for the
-    characters it holds (all of them until 16, then the newest 8 to 16)."""
+    characters it holds (all of them until 16, then the newest 8 to 16); a new text starts afresh, whatever came
+    before it."""
     spec = validate_file(char_run / "spec.resolved.yaml", data_files=False)
     model, _ = load_model(spec, char_run / "model.safetensors")
     cached, window = CachedGenerator(Decoder(spec, model)), WindowGenerator(model, 16)
     text = [ord(c) for c in "Shall I"]
+    scores = cached.start(text)
     for code in np.random.default_rng(0).integers(32, 127, 48):
-        np.testing.assert_allclose(cached.scores(text), window.scores(cached.held), atol=1e-5, rtol=1e-5)
+        np.testing.assert_allclose(scores, window.scores(cached.held), atol=1e-5, rtol=1e-5)
         assert cached.held == text[-len(cached.held) :] and min(len(text), 8) <= len(cached.held) <= 16
         text.append(int(code))
+        scores = cached.next(int(code))
+    other = [ord(c) for c in "To be, or not to be"]  # NOTE: one longer than a text the state could continue
+    cached.start(text[:18])
+    np.testing.assert_allclose(cached.start(other), window.scores(other[-16:]), atol=1e-5, rtol=1e-5)
+    assert cached.held == other[-16:]
 
 
 def test_what_cannot_be_generated_from_is_a_clear_error(char_run: Path, tmp_path: Path) -> None:
     for args, said in ((["--prompt", "café"], "'é' (U+00E9)"), (["--prompt", ""], "--prompt is empty"),
                        (["--prompt", "a", "--tokens", "0"], "--tokens 0"),
                        (["--prompt", "a", "--temperature", "-1"], "--temperature"),
-                       (["--prompt", "a", "--top-k", "0"], "--top-k 0")):  # fmt: skip
+                       (["--prompt", "a", "--top-k", "0"], "--top-k 0"),
+                       (["--prompt", "a", "--seed", "-1"], "--seed -1 is negative")):  # fmt: skip
         result = runner.invoke(app, ["generate", str(char_run), "--allow-outside", *args])
         assert result.exit_code == 1 and said in result.output and "Traceback" not in result.output, result.output
     digits = runner.invoke(app, ["train", str(SPECS / "digits_mlp.yaml"), "--out", str(tmp_path), "--steps", "2"])
@@ -128,3 +137,18 @@ def test_a_causal_model_without_a_stepwise_form_reruns_its_window(tmp_path: Path
     assert result.exit_code == 0, result.output
     assert "layer 1 (batchnorm) does not compute one position at a time" in result.stderr
     assert json.loads(result.stdout)["decoding"] == "window" and len(json.loads(result.stdout)["text"]) == 20
+
+
+def test_sampling_at_a_tiny_temperature_is_greedy() -> None:
+    scores = np.array([2.0, 1.0, 2.0 - 1e-6, -np.inf])
+    rng = np.random.default_rng(0)
+    assert {sample(scores, 1e-320, None, rng) for _ in range(50)} == {0}
+    assert {sample(scores, 1e-300, 2, rng) for _ in range(50)} == {0}
+
+
+def test_a_reader_that_stops_reading_ends_generate_quietly(char_run: Path) -> None:
+    """`| head -c 20`: exit 141 (128 + SIGPIPE) with nothing on stderr, not an internal error."""
+    shell = (f"set -o pipefail; specgrad generate {char_run} --prompt 'Shall I' --tokens 20000 --allow-outside "
+             "| head -c 20 > /dev/null")  # fmt: skip
+    done = subprocess.run(["bash", "-c", shell], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 141 and done.stderr == "", (done.returncode, done.stderr)

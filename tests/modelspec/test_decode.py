@@ -146,3 +146,13 @@ def test_decoding_is_the_same_on_every_device(tmp_path: Path, dev: str) -> None:
     model = build_model(spec)
     _randomize(model, 3)
     _check_stepwise(spec, model)
+
+
+def test_a_step_the_output_does_not_read_does_not_stop_stepping(tmp_path: Path) -> None:
+    spec = _language_model(tmp_path, {"graph": [
+        {"name": "e", "layer": "embedding", "vocab": 100, "dim": 8, "from": "input"},
+        {"name": "unused", "layer": "flatten", "from": "e"},
+        {"name": "out", "layer": "linear", "out": 100, "from": "e"}], "outputs": ["out"]})  # fmt: skip
+    model = build_model(spec)
+    _randomize(model, 4)
+    _check_stepwise(spec, model)

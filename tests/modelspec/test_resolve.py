@@ -545,3 +545,15 @@ def test_set_of_a_variable_defined_but_used_nowhere(write: Callable[[str, str], 
     check_error(lambda: resolve(path, ["vars.hidden=3"]), "--set vars.hidden=3:1:6",
                 "the variable 'hidden' is used nowhere in the spec, so setting it would change nothing")  # fmt: skip
     assert resolve(path, ["vars.d=3"]).to_plain()["model"][1] == {"linear": 12}  # NOTE: used through another variable
+
+
+def test_set_of_a_block_parameter_is_not_a_variable(write: Callable[[str, str], str]) -> None:
+    """Inside a block, $width reads the block's own parameter: it does not make vars.width a variable the spec uses."""
+    path = write("b.yaml", "vars: {d: 8, heads: 2}\nblocks:\n  b:\n    params: [width]\n    graph:\n"
+                 "      - {name: out, layer: linear, out: $width * $heads, from: in}\n"
+                 "model:\n  graph:\n    - {name: x, block: b, with: {width: $d}, from: input}\n")  # fmt: skip
+    check_error(lambda: resolve(path, ["vars.width=3"]), "--set vars.width=3:1:6",
+                "the spec has no variable 'width', so setting it would change nothing",
+                "'width' is a parameter of block 'b', given where the block is used (with: {width: ...}); its "
+                "variables are d, heads")  # fmt: skip
+    assert resolve(path, ["vars.heads=3", "vars.d=4"]).to_plain()["vars"] == {"d": 4, "heads": 3}
