@@ -361,7 +361,7 @@ def _tokens(x: np.ndarray, spec: ValidSpec, name: str, dtype: str, path: Path) -
     if len(fractional):
         i = tuple(int(v) for v in fractional[0])
         raise SpecError.at(None, f"{path}: {_where(i)} is {x[i]}, but the model takes whole numbers ({dtype})")
-    vocab = next((int(s.args["vocab"]) for s in spec.steps if s.what == "embedding" and name in s.srcs), None)
+    vocab = spec.vocabulary(name)
     if vocab is not None and len(bad := np.argwhere((x < 0) | (x >= vocab))):
         i = tuple(int(v) for v in bad[0])
         raise SpecError.at(None, f"{path}: {_where(i)} is {x[i]:g}, outside the model's vocabulary (0..{vocab - 1})")

@@ -120,7 +120,8 @@ static void softmax_rows(const float* x, float* p, int rows, int width) {
 @dataclass(frozen=True)
 class _Input:
     """One input of the forward function: its C parameter, the buffer the captured kernels read it from, its spec
-    dtype (what the runner accepts) and the training statistics `run` standardizes it with ({}: none)."""
+    dtype (what the runner accepts), the training statistics `run` standardizes it with ({}: none) and, for token
+    ids an embedding reads, how many there are (the runner refuses others, as `run` does)."""
 
     name: str
     param: str
@@ -128,6 +129,7 @@ class _Input:
     dtype: str
     norm: dict[str, np.ndarray]
     suffix: str  # NOTE: of the file-level names that belong to it (normalized<suffix>), "" for a model's one input
+    vocab: int | None = None
 
     @property
     def fed(self) -> str:
@@ -220,13 +222,13 @@ def _ports(spec: ValidSpec, contract: RunContract, in_bufs: list[Buffer], out_bu
     and `out_<output>_logits`, ... (in C's letters, made unique) for one with several."""
     if contract.task != "multi" and len(spec.inputs) == 1 and len(spec.outputs) == 1:
         ((name, (_, dtype)),) = spec.inputs.items()
-        return ([_Input(name, "input", in_bufs[0], dtype, contract.norm, "")],
+        return ([_Input(name, "input", in_bufs[0], dtype, contract.norm, "", spec.vocabulary(name))],
                 [_Output(spec.outputs[0], out_bufs[0], contract, contract.outputs or ("output",), "")])  # fmt: skip
     heads = [contract.heads.get(o, RunContract()) for o in spec.outputs]
     wanted = [f"in_{_c_name(k)}" for k in spec.inputs]
     wanted += [f"out_{_c_name(o)}{f'_{n}' * bool(n)}" for o, h in zip(spec.outputs, heads) for n in h.outputs or ("",)]
     params = iter(_unique(wanted))
-    ins = [_Input(k, next(params), b, dtype, contract.inputs.get(k, {}), str(n))
+    ins = [_Input(k, next(params), b, dtype, contract.inputs.get(k, {}), str(n), spec.vocabulary(k))
            for n, ((k, (_, dtype)), b) in enumerate(zip(spec.inputs.items(), in_bufs))]  # fmt: skip
     outs = [_Output(o, b, h, tuple(next(params) for _ in h.outputs or ("",)), str(n))
             for n, (o, b, h) in enumerate(zip(spec.outputs, out_bufs, heads))]  # fmt: skip
@@ -358,12 +360,16 @@ def _sizes(name: str, ins: list[_Input], outs: list[_Output]) -> list[str]:
     return lines
 
 
-def _input_check(dtype: str) -> tuple[str, str]:
-    """(a C condition on the double v that refuses it as a value of the input's dtype, the message)."""
-    if is_float(dtype):
+def _input_check(i: _Input) -> tuple[str, str]:
+    """(a C condition on the double v that refuses it as a value of the input, the message)."""
+    if is_float(i.dtype):
         return "fabs(v) > FLT_MAX", "is too large for a float"
-    lo, hi = (0, 1) if dtype == "bool" else (int(np.iinfo(np.dtype(dtype)).min), int(np.iinfo(np.dtype(dtype)).max))
-    return f"v != floor(v) || v < {lo}.0 || v > {hi}.0", f"is not a whole number from {lo} to {hi} ({dtype})"
+    if i.vocab is not None:
+        return f"v != floor(v) || v < 0.0 || v > {i.vocab - 1}.0", \
+            f"is not a token id of the model's vocabulary (a whole number from 0 to {i.vocab - 1})"  # fmt: skip
+    info = np.iinfo(np.dtype(i.dtype)) if i.dtype != "bool" else None
+    lo, hi = (0, 1) if info is None else (int(info.min), int(info.max))
+    return f"v != floor(v) || v < {lo}.0 || v > {hi}.0", f"is not a whole number from {lo} to {hi} ({i.dtype})"
 
 
 def _runner(name: str, ins: list[_Input], outs: list[_Output]) -> str:
@@ -371,7 +377,7 @@ def _runner(name: str, ins: list[_Input], outs: list[_Output]) -> str:
     arrays = [f"  static {_ctype(i.buf)} {i.param}[{max(i.buf.size, 1)}];" for i in ins]
     arrays += [f"  static {_ctype(o.buf)} {p}[{max(o.buf.size, 1)}];" for o in outs for p in o.params]
     reads = [READ.format(size=i.buf.size, param=i.param, ctype=_ctype(i.buf), out_of_range=cond, range_message=says)
-             for i in ins for cond, says in [_input_check(i.dtype)]]  # fmt: skip
+             for i in ins for cond, says in [_input_check(i)]]  # fmt: skip
     prints = [PRINT.format(size=o.buf.size, param=o.printed, first='i ? " %.9g" : "%.9g"' if k == 0 else '" %.9g"')
               for k, o in enumerate(outs)]  # fmt: skip
     several = len(ins) > 1 or len(outs) > 1

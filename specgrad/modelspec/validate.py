@@ -230,6 +230,12 @@ class ValidSpec:
     def output_shape(self, name: str) -> Shape:
         return next(s.out_shape for s in self.steps if s.name == name)
 
+    def vocabulary(self, name: str) -> int | None:
+        """How many token ids input `name` may hold (0..n-1): the smallest vocab of the embeddings that read it, or
+        None when none does."""
+        vocabs = [int(s.args["vocab"]) for s in self.steps if s.what == "embedding" and name in s.srcs]
+        return min(vocabs) if vocabs else None
+
 
 def validate_file(
     path: str | Path,

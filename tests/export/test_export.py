@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -104,27 +105,49 @@ def test_a_model_that_only_moves_values_exports_to_c(tmp_path: Path, cc: str) ->
         np.testing.assert_array_equal(np.array(out.split(), np.float32), m(Tensor(x)).numpy().reshape(-1), name)
 
 
+def _one_input_runner(tmp_path: Path, cc: str, text: str) -> tuple[Any, Path]:
+    """The model of a one-input spec (fresh weights) and its C runner, built."""
+    from specgrad.export.c import export_c
+    from specgrad.modelspec.builder import build_model
+    from specgrad.modelspec.validate import validate_file
+
+    (tmp_path / "s.yaml").write_text(text)
+    spec = validate_file(tmp_path / "s.yaml")
+    model = build_model(spec)
+    export_c(spec, model, tmp_path / "m.c")
+    binary = tmp_path / "m"
+    subprocess.run([cc, "-O1", "-DSPECGRAD_MAIN", str(tmp_path / "m.c"), "-o", str(binary), "-lm"], check=True)
+    return model, binary
+
+
 @pytest.mark.parametrize("dtype", ["uint8", "bool", "int64"])
 def test_whole_number_inputs_export_to_c(dtype: str, tmp_path: Path, cc: str) -> None:
     """Every input dtype the spec allows exports: the runner reads whole numbers in the dtype's range (bool: 0 and 1)
     and refuses others."""
     from specgrad import Tensor
-    from specgrad.export.c import export_c
-    from specgrad.modelspec.builder import build_model
-    from specgrad.modelspec.validate import validate_file
 
     text = f"specgrad: 1\nname: w\ninput: {{shape: [3], dtype: {dtype}}}\nmodel: [linear: 2]\n"
-    (tmp_path / "s.yaml").write_text(text)
-    spec = validate_file(tmp_path / "s.yaml")
-    model = build_model(spec)
-    export_c(spec, model, tmp_path / "w.c")
-    binary = tmp_path / "w"
-    subprocess.run([cc, "-O1", "-DSPECGRAD_MAIN", str(tmp_path / "w.c"), "-o", str(binary), "-lm"], check=True)
+    model, binary = _one_input_runner(tmp_path, cc, text)
     x = np.array([[1, 0, 1]], dtype=dtype)
     out = subprocess.run([str(binary)], input="1 0 1\n", capture_output=True, text=True, check=True).stdout
     np.testing.assert_allclose(np.array(out.split(), np.float32), model(Tensor(x)).numpy().reshape(-1), rtol=1e-5)
     bad = subprocess.run([str(binary)], input="1 0 2.5\n", capture_output=True, text=True)
     assert bad.returncode == 1 and "is not a whole number" in bad.stderr
+
+
+def test_the_c_runner_refuses_token_ids_outside_the_vocabulary_as_run_does(tmp_path: Path, cc: str) -> None:
+    """An embedding reads ids 0..vocab-1; run refuses others, and so does the runner (its lookup would give zeros)."""
+    from specgrad import Tensor
+
+    text = "specgrad: 1\nname: t\ninput: {shape: [3], dtype: int32}\nmodel: [embedding: {vocab: 10, dim: 2}, flatten]\n"
+    model, binary = _one_input_runner(tmp_path, cc, text)
+    out = subprocess.run([str(binary)], input="0 9 4\n", capture_output=True, text=True, check=True).stdout
+    want = model(Tensor(np.array([[0, 9, 4]], np.int32))).numpy().reshape(-1)
+    np.testing.assert_allclose(np.array(out.split(), np.float32), want, rtol=1e-6)
+    for line in ("0 10 4\n", "-1 0 0\n"):
+        bad = subprocess.run([str(binary)], input=line, capture_output=True, text=True)
+        assert bad.returncode == 1 and "is not a token id of the model's vocabulary (a whole number from 0 to 9)" in \
+            bad.stderr, bad.stderr  # fmt: skip
 
 
 PORTS = """specgrad: 1
@@ -173,7 +196,8 @@ def test_several_inputs_and_outputs_export_to_c(tmp_path: Path, cc: str) -> None
     want = [o.numpy() for o in model.outputs(Tensor(tok), Tensor(a.astype(np.float32)), Tensor(b.astype(np.float32)))]
     np.testing.assert_allclose(printed, np.concatenate(want, axis=1), rtol=1e-5, atol=1e-6)
     for bad, said in [
-        ("1 2 3 9.5", "value 3 (counting from 0): '9.5' is not a whole number"),
+        ("1 2 3 9.5", "value 3 (counting from 0): '9.5' is not a token id of the model's vocabulary (a whole number"),
+        ("1 2 3 10", "value 3 (counting from 0): '10' is not a token id of the model's vocabulary"),
         ("1 2 3 4 0.5 0.5 0.5 0.5 1e39", "value 8 (counting from 0): '1e39' is too large for a float"),
         ("1 2 3 4 0.5", "the input ends inside example 0: it has 5 of the 9 numbers an example needs"),
     ]:
