@@ -68,6 +68,7 @@ AllowOutside = Annotated[
 MaxFileMb = Annotated[
     int | None, typer.Option("--max-file-mb", min=1, help="largest data, weights or checkpoint file to read, in MiB")
 ]
+DeviceName = Annotated[str | None, typer.Option("--device", help="CLANG, GPU or CPU (default: the best available)")]
 
 
 def reading_policy(root: Path | None, allow_outside: bool, max_file_mb: int | None) -> AbstractContextManager:
@@ -83,7 +84,7 @@ def reading_policy(root: Path | None, allow_outside: bool, max_file_mb: int | No
 def demo_command(
     steps: Annotated[int, typer.Option(min=1, max=100_000, help="training steps")] = 300,
     seed: Annotated[int, typer.Option(help="seed for the data and the initial weights")] = 0,
-    device: Annotated[str | None, typer.Option(help="device: CPU, CLANG or GPU (default: best available)")] = None,
+    device: DeviceName = None,
 ) -> None:
     """Train a small MLP on two generated spirals and report the loss and accuracy."""
     with handled():
@@ -131,7 +132,7 @@ def train_command(
         Path | None, typer.Argument(help="the spec file (YAML), or a run folder to train its spec again")
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
-    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    device: DeviceName = None,
     out: Annotated[Path | None, typer.Option(help="folder for run folders (default: runs)")] = None,
     epochs: Annotated[int | None, typer.Option(min=1, help="train for this many epochs instead")] = None,
     steps: Annotated[
@@ -172,7 +173,7 @@ def run_command(
         typer.Option(help="write the outputs to this .npy, .csv or .json file (several outputs: .npz or .json)"),
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
-    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    device: DeviceName = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the predictions as JSON")] = False,
     allow_nonfinite: Annotated[
         bool, typer.Option("--allow-nonfinite", help="run examples holding NaN or infinity (with a warning)")
@@ -195,7 +196,7 @@ def evaluate_command(
         typer.Option(help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"),
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.width=64")] = None,
-    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    device: DeviceName = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the figures as JSON")] = False,
     split: Annotated[
         str,
@@ -245,7 +246,7 @@ def generate_command(
         Path | None, typer.Option(help="trained weights (default: the run folder's final model.safetensors)")
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.width=64")] = None,
-    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    device: DeviceName = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the prompt and the text as JSON")] = False,
     root: Root = None,
     allow_outside: AllowOutside = False,
@@ -276,7 +277,7 @@ def sweep_command(
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key in every trial")] = None,
     epochs: Annotated[int | None, typer.Option(min=1, help="train each trial for this many epochs")] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="train each trial for exactly this many steps")] = None,
-    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    device: DeviceName = None,
     out: Annotated[Path | None, typer.Option(help="folder for the sweep folder (default: runs)")] = None,
     backend: Annotated[Backend, typer.Option(help="local (processes on this machine) or ray")] = Backend.local,
     address: Annotated[
@@ -324,7 +325,7 @@ def export_command(
 
 @app.command("bench")
 def bench_command(
-    device: Annotated[str | None, typer.Option(help="CLANG, GPU or CPU (default: the best available)")] = None,
+    device: DeviceName = None,
     as_json: Annotated[bool, typer.Option("--json", help="print one JSON document instead of a table")] = False,
     only: Annotated[
         list[str] | None, typer.Option(help="run only the workloads whose name contains this (repeatable)")

@@ -55,7 +55,7 @@ def _check_var_override(root: YNode, text: str) -> None:
     vars_node = root.get("vars") if root.kind == "map" else None
     defined = list(vars_node.value) if vars_node is not None and vars_node.kind == "map" else []
     params = _block_params(root)
-    if parts[1] in _references(root, params):
+    if parts[1] in _variables_used(root, params):
         return
     loc = Location(f"--set {text}", 1, len(key) - len(key.lstrip()) + key.index(".") + 2)
     if parts[1] in defined:
@@ -84,14 +84,18 @@ def _block_params(root: YNode) -> dict[str, set[str]]:
     return ret
 
 
-def _references(node: YNode, params: dict[str, set[str]] | None = None) -> set[str]:
-    """Every $name written anywhere under `node`; with `params` (the root's blocks' parameters), a block's own
-    parameters inside that block are left out."""
-    if node.kind == "map" and params:
-        blocks = node.value.get("blocks")
-        inside = {n for b, v in (blocks.value.items() if blocks is not None and blocks.kind == "map" else ())
-                  for n in _references(v) - params.get(b, set())}  # fmt: skip
-        return inside | {name for k, v in node.value.items() if k != "blocks" for name in _references(v)}
+def _variables_used(root: YNode, params: dict[str, set[str]]) -> set[str]:
+    """The $names that read a variable: all of them, but a block's own parameters inside that block."""
+    if root.kind != "map":
+        return _references(root)
+    blocks = root.get("blocks")
+    inside = {n for b, v in (blocks.value.items() if blocks is not None and blocks.kind == "map" else ())
+              for n in _references(v) - params.get(b, set())}  # fmt: skip
+    return inside | {name for k, v in root.value.items() if k != "blocks" for name in _references(v)}
+
+
+def _references(node: YNode) -> set[str]:
+    """Every $name written anywhere under `node`."""
     if node.kind == "map":
         return {name for v in node.value.values() for name in _references(v)}
     if node.kind == "seq":

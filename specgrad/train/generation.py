@@ -4,7 +4,7 @@ character (TinyJit). Two ways to get the scores of the next character:
 - CachedGenerator (every model whose steps have a stepwise form, specgrad.modelspec.decode): each character is fed at
   its position once; attention keeps its keys and values, a recurrent layer its state. When the text fills the context,
   the newest half of it is fed again from position 0 (the positions a model has learned end at its context), so a
-  character costs two positions on average, whatever the context.
+  character costs at most two positions on average, whatever the context.
 - WindowGenerator (a model with a step that reads other positions): each character reruns a window of the last
   `context` characters; until the window is full, the text sits at its start and the rest is padding, as training saw
   a window's first characters. That needs a causal model, checked before the first character.
@@ -45,7 +45,13 @@ class Generator:
     context: int
 
     def start(self, codes: list[int]) -> np.ndarray:
-        """The scores of the character after `codes`, a new text."""
+        """The scores of the character after `codes`, a new text (its last `context` codes are read)."""
+        if not codes:
+            raise ValueError("a text to go on from needs at least one character")
+        return self._begin(list(codes[-self.context :]))
+
+    def _begin(self, window: list[int]) -> np.ndarray:
+        """`start` on the text's last `context` codes (at least one)."""
         raise NotImplementedError
 
     def next(self, code: int) -> np.ndarray:
@@ -55,9 +61,7 @@ class Generator:
     def generate(self, codes: list[int], tokens: int, temperature: float, top_k: int | None, seed: int
                  ) -> Iterator[int]:  # fmt: skip
         """`tokens` character codes after `codes`, one at a time."""
-        if not codes:
-            raise ValueError("a text to go on from needs at least one character")
-        rng, scores = np.random.default_rng(seed), self.start(list(codes))
+        rng, scores = np.random.default_rng(seed), self.start(codes)
         for i in range(tokens):
             code = sample(scores, temperature, top_k, rng)
             yield code
@@ -80,9 +84,9 @@ class CachedGenerator(Generator):
         self.step = step
         self.held: list[int] = []
 
-    def start(self, codes: list[int]) -> np.ndarray:
+    def _begin(self, window: list[int]) -> np.ndarray:
         self.held = []
-        return self._feed(codes[-self.context :])
+        return self._feed(window)
 
     def next(self, code: int) -> np.ndarray:
         if len(self.held) < self.context:
@@ -92,9 +96,7 @@ class CachedGenerator(Generator):
         return self._feed(keep)
 
     def _feed(self, codes: list[int]) -> np.ndarray:
-        """`codes` at the positions after `held`, one step each; the scores after the last."""
-        if not codes:
-            raise ValueError("a text to go on from needs at least one character")
+        """`codes` (at least one) at the positions after `held`, one step each; the scores after the last."""
         for code in codes:
             pos = len(self.held)
             out = self.step(Tensor(np.array([[code]], np.int32)), Tensor(np.array([pos], np.int32)))
@@ -116,8 +118,8 @@ class WindowGenerator(Generator):
         self.window_scores = window_scores
         self.text: list[int] = []  # NOTE: the last `context` codes of the text
 
-    def start(self, codes: list[int]) -> np.ndarray:
-        self.text = codes[-self.context :]
+    def _begin(self, window: list[int]) -> np.ndarray:
+        self.text = window
         return self.scores(self.text)
 
     def next(self, code: int) -> np.ndarray:

@@ -88,6 +88,9 @@ def test_the_cache_gives_the_scores_a_whole_window_gives_for_the_text_it_holds(c
     cached.start(text[:18])
     np.testing.assert_allclose(cached.start(other), window.scores(other[-16:]), atol=1e-5, rtol=1e-5)
     assert cached.held == other[-16:]
+    for generator in (cached, window):
+        with pytest.raises(ValueError, match="at least one character"):
+            generator.start([])
 
 
 def test_what_cannot_be_generated_from_is_a_clear_error(char_run: Path, tmp_path: Path) -> None:

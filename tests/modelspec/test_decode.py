@@ -5,6 +5,7 @@ capture, and again after starting over at position 0. What has no stepwise form 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,9 +13,10 @@ import pytest
 import yaml
 
 from specgrad import Tensor, TinyJit
-from specgrad.modelspec.builder import Model, build_model
+from specgrad.modelspec.builder import build_model
 from specgrad.modelspec.decode import Decoder, NotStepwise
 from specgrad.modelspec.layers import LAYERS
+from specgrad.modelspec.layers.base import defaults
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.nn.state import get_state_dict
 
@@ -42,7 +44,7 @@ def test_each_kinds_step_computes_what_the_layer_computes(case: tuple[str, int])
     name, i = case
     d = LAYERS[name]
     e = d.examples[i]
-    args = {**{k: None if f.required else f.default for k, f in d.entry.args.fields.items()}, **e.args}
+    args = {**defaults(d.entry.args), **e.args}
     layer = d.build(e.shape, args)
     stepper = d.decode(layer, e.shape, args, 2)
     if stepper is None:
@@ -65,7 +67,7 @@ def test_the_kinds_a_language_model_is_made_of_step_through_a_sequence() -> None
     stepwise = set()
     for name, d in LAYERS.items():
         for e in d.examples:
-            args = {**{k: None if f.required else f.default for k, f in d.entry.args.fields.items()}, **e.args}
+            args = {**defaults(d.entry.args), **e.args}
             if d.decode(d.build(e.shape, args), e.shape, args, 1) is not None:
                 stepwise.add(name)
     assert STEPWISE <= stepwise, f"no stepwise form: {sorted(STEPWISE - stepwise)}"
@@ -79,8 +81,11 @@ def _language_model(tmp_path: Path, model: list | dict, context: int = 12) -> Va
     return validate_file(path, data_files=False)
 
 
-def _check_stepwise(spec: ValidSpec, model: Model, seed: int = 0) -> None:
-    """Through one TinyJit capture: every position of a text, then a second text from position 0."""
+def _check_stepwise(spec: ValidSpec, seed: int) -> None:
+    """The spec's model with weights drawn from `seed`, through one TinyJit capture: every position of a text, then a
+    second text from position 0."""
+    model = build_model(spec)
+    _randomize(model, seed)
     decoder = Decoder(spec, model)
     step = TinyJit(decoder.__call__)
     rng = np.random.default_rng(seed)
@@ -100,9 +105,7 @@ def _check_stepwise(spec: ValidSpec, model: Model, seed: int = 0) -> None:
 ])  # fmt: skip
 def test_the_shipped_language_models_step_as_they_compute(spec_file: str, sets: list[str]) -> None:
     spec = validate_file(SPECS / spec_file, sets, data_files=False)
-    model = build_model(spec)
-    _randomize(model, 1)
-    _check_stepwise(spec, model)
+    _check_stepwise(spec, seed=1)
 
 
 def test_a_graph_of_every_stepwise_piece_steps_as_it_computes(tmp_path: Path) -> None:
@@ -118,9 +121,7 @@ def test_a_graph_of_every_stepwise_piece_steps_as_it_computes(tmp_path: Path) ->
         {"name": "f", "layer": "mlp", "hidden": 12, "activation": "silu", "from": "d"},
         {"name": "n", "layer": "layernorm", "from": "f"},
         {"name": "out", "layer": "linear", "out": 100, "from": "n"}], "outputs": ["out"]})  # fmt: skip
-    model = build_model(spec)
-    _randomize(model, 2)
-    _check_stepwise(spec, model)
+    _check_stepwise(spec, seed=2)
 
 
 @pytest.mark.parametrize(("model", "said"), [
@@ -135,7 +136,7 @@ def test_a_graph_of_every_stepwise_piece_steps_as_it_computes(tmp_path: Path) ->
 ])  # fmt: skip
 def test_what_reads_other_positions_is_named(tmp_path: Path, model: list | dict, said: str) -> None:
     spec = _language_model(tmp_path, model)
-    with pytest.raises(NotStepwise, match=said.replace("(", r"\(").replace(")", r"\)")):
+    with pytest.raises(NotStepwise, match=re.escape(said)):
         Decoder(spec, build_model(spec))
 
 
@@ -143,9 +144,7 @@ def test_decoding_is_the_same_on_every_device(tmp_path: Path, dev: str) -> None:
     spec = _language_model(tmp_path, [{"embedding": {"vocab": 100, "dim": 8}}, "positional",
                                       {"self_attention": {"heads": 2, "causal": True}}, {"lstm": 8}, "layernorm",
                                       {"linear": 100}], context=6)  # fmt: skip
-    model = build_model(spec)
-    _randomize(model, 3)
-    _check_stepwise(spec, model)
+    _check_stepwise(spec, seed=3)
 
 
 def test_a_step_the_output_does_not_read_does_not_stop_stepping(tmp_path: Path) -> None:
@@ -153,6 +152,4 @@ def test_a_step_the_output_does_not_read_does_not_stop_stepping(tmp_path: Path) 
         {"name": "e", "layer": "embedding", "vocab": 100, "dim": 8, "from": "input"},
         {"name": "unused", "layer": "flatten", "from": "e"},
         {"name": "out", "layer": "linear", "out": 100, "from": "e"}], "outputs": ["out"]})  # fmt: skip
-    model = build_model(spec)
-    _randomize(model, 4)
-    _check_stepwise(spec, model)
+    _check_stepwise(spec, seed=4)

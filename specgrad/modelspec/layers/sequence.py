@@ -73,10 +73,11 @@ class _PositionalStep(Stepper):
     """The new position's vector added (a one-hot sum over the rows: exact, and one shape at every position)."""
 
     def __init__(self, layer: Positional):
-        self.weight = layer.weight
+        self.layer = layer
 
     def __call__(self, x: Tensor, pos: Tensor) -> Tensor:
-        return x + at_position(self.weight.shape[0], pos).reshape(-1, 1).where(self.weight, 0).sum(0)
+        w = self.layer.weight
+        return x + at_position(w.shape[0], pos).reshape(-1, 1).where(w, 0).sum(0)
 
 
 def _sequence(shape: Shape, a: dict) -> Shape:
