@@ -137,10 +137,11 @@ KEYWORDS = {"void", "const", "restrict", "for", "int", "float", "double", "half"
             "__attribute__", "vector_size", "__builtin_memcpy", "select", "vload4", "vstore4", "p", "v", "m", "x",
             "i", "b", "a", "kernel", "float4", "double4", "s0", "s1", "s2", "s3"}  # fmt: skip
 MATH = {"fma", "exp2", "log2", "sin", "sqrt", "fmod", "fabs", "rintf", "exp2f", "log2f", "sinf", "sqrtf", "fmodf"}
-# NOTE: preprocessor tests for instruction sets and their intrinsics (_mm512_sqrt_ps, __m512) are fixed text too
+# NOTE: preprocessor tests for instruction sets and builtins, and the builtins the helpers use, are fixed text too
 GENERATED = re.compile(
-    r"(data|var|val|alu|acc|vec|gidx|ridx|lo|hi)\d+|[Er](_(\d+|n))+(_args|_body)?|sg_\w+|[a-z]|_mm\d*_\w+|__m\d+d?"
-    r"|__(SSE|SSE2|AVX|AVX512F|FMA|aarch64)__|defined|endif|define|immintrin|__builtin_fmaf?|__builtin_convertvector"
+    r"(data|var|val|alu|acc|vec|gidx|ridx|lo|hi)\d+|[Er](_(\d+|n))+(_args|_body)?|sg_\w+|[a-z]|__has_builtin"
+    r"|__builtin_(elementwise_(fma|sqrt)|ia32_(vfmadd|sqrt)p[sd]\d*(_mask)?)|__(SSE|SSE2|AVX|AVX512F|FMA|aarch64|clang)__"
+    r"|defined|elif|endif|define|__builtin_fmaf?|__builtin_convertvector"
     r"|convert_(int|long)\d+|int\d+|long\d+|float\d+"
 )
 

@@ -1,9 +1,5 @@
 #include <math.h>
 
-#if defined(__SSE__)
-#include <immintrin.h>
-#endif
-
 typedef float sg_float16 __attribute__((vector_size(64)));
 typedef int sg_mask_float16 __attribute__((vector_size(64)));
 
@@ -28,8 +24,14 @@ static inline sg_float16 sg_float16_exp2(sg_float16 x) {
 }
 
 static inline sg_float16 sg_float16_sqrt(sg_float16 x) {
-#if defined(__AVX512F__)
-  return (sg_float16)_mm512_sqrt_ps((__m512)x);
+#if defined(__AVX512F__) && defined(__clang__)
+#if __has_builtin(__builtin_elementwise_sqrt)
+  return __builtin_elementwise_sqrt(x);
+#else
+  return __builtin_ia32_sqrtps512(x, 4);
+#endif
+#elif defined(__AVX512F__)
+  return __builtin_ia32_sqrtps512_mask(x, x, (unsigned short)-1, 4);
 #else
   for (int i = 0; i < 16; i++) x[i] = sqrtf(x[i]);
   return x;

@@ -1,9 +1,5 @@
 #include <math.h>
 
-#if defined(__SSE__)
-#include <immintrin.h>
-#endif
-
 #if defined(__FMA__) || defined(__aarch64__)
 #define sg_fmaf(a, b, c) __builtin_fmaf(a, b, c)
 #define sg_fma(a, b, c) __builtin_fma(a, b, c)
@@ -22,8 +18,14 @@ static inline sg_float16 sg_float16_max(sg_float16 a, sg_float16 b) { sg_mask_fl
 static inline sg_mask_float16 sg_mask_float16_from_bytes(const unsigned char* p) { unsigned char v __attribute__((vector_size(16))); __builtin_memcpy(&v, p, sizeof(v)); return __builtin_convertvector(v != 0, sg_mask_float16); }
 
 static inline sg_float16 sg_float16_fma(sg_float16 a, sg_float16 b, sg_float16 c) {
-#if defined(__AVX512F__)
-  return (sg_float16)_mm512_fmadd_ps((__m512)a, (__m512)b, (__m512)c);
+#if defined(__AVX512F__) && defined(__clang__)
+#if __has_builtin(__builtin_elementwise_fma)
+  return __builtin_elementwise_fma(a, b, c);
+#else
+  return __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4);
+#endif
+#elif defined(__AVX512F__)
+  return __builtin_ia32_vfmaddps512_mask(a, b, c, (unsigned short)-1, 4);
 #else
   return a * b + c;
 #endif
