@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import fcntl
 import hashlib
 import os
 import re
@@ -19,6 +20,8 @@ import stat
 import sys
 import tempfile
 import threading
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from specgrad.flags import CACHEDIR, DEBUG
@@ -31,6 +34,7 @@ ENTRY_MODE = 0o600
 KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFDIR: "a folder", stat.S_IFREG: "a regular file",
          stat.S_IFIFO: "a named pipe (FIFO)", stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a character device",
          stat.S_IFBLK: "a block device"}  # fmt: skip
+LOCK_WAIT_S = 120.0  # NOTE: longest wait for another process's build of a kernel before building it here too
 NOTICE = "specgrad: not using the kernel cache"
 OWN = "or set CACHEDIR to a folder of your own"
 
@@ -215,6 +219,54 @@ def write_entry(namespace: str, name: str, data: bytes) -> str | None:
         os.close(dir_fd)
 
 
+@contextlib.contextmanager
+def locked(namespace: str, key: str) -> Iterator[None]:
+    """Hold the lock of `key`'s stripe (one of 256 files CACHEDIR/<namespace>/lock-XX, XX its first two characters)
+    for the duration of the block, so that processes sharing the cache build each kernel once: the second waits for
+    the first, then finds its entry. A lock held past LOCK_WAIT_S (a stopped process) is waited for no longer, and
+    where the cache is not used (or the lock file is not the user's own) the block runs unlocked: a lock saves work,
+    it never blocks a build for good."""
+    fd = _open_lock(namespace, f"lock-{key[:2]}")
+    if fd is None:
+        yield
+        return
+    try:
+        deadline, pause = time.monotonic() + LOCK_WAIT_S, 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(pause)
+                pause = min(pause * 2, 0.05)
+        yield
+    finally:
+        os.close(fd)  # NOTE: closing the descriptor releases its lock
+
+
+def _open_lock(namespace: str, name: str) -> int | None:
+    """A descriptor of the lock file `name` in CACHEDIR/<namespace> (made 0600 when missing), checked to be a regular
+    file of the user's own; None where the cache is not used or the file is refused."""
+    if (folder := open_namespace(namespace, create=True)) is None:
+        return None
+    dir_fd, path = folder[0], os.path.join(folder[1], name)
+    try:
+        fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, ENTRY_MODE,
+                     dir_fd=dir_fd)  # fmt: skip
+    except OSError:
+        return None  # NOTE: a link or something else where the lock should be, or a read-only disk: no lock
+    finally:
+        os.close(dir_fd)
+    try:
+        check_own(path, os.fstat(fd), is_dir=False)
+    except Refused:
+        os.close(fd)
+        return None
+    return fd
+
+
 class DiskCache:
     """Binaries on disk under CACHEDIR/<namespace>/<key>.bin, each prefixed by its sha256 so a damaged entry is
     rebuilt, never loaded; only the user's own files are read (above). Entries are written under another name and
@@ -232,6 +284,10 @@ class DiskCache:
 
     def put(self, key: str, payload: bytes) -> None:
         write_entry(self.namespace, f"{key}.bin", hashlib.sha256(payload).digest() + payload)
+
+    def building(self, key: str) -> contextlib.AbstractContextManager[None]:
+        """Held while the entry of `key` is built: see `locked`."""
+        return locked(self.namespace, key)
 
 
 def private_folder() -> str:

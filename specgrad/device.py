@@ -10,7 +10,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import importlib
+import json
 import signal
+import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Iterator
@@ -25,7 +27,7 @@ from specgrad.cache import DiskCache, write_entry
 from specgrad.codegen.kernel import Kernel
 from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.codegen.uops import render_uops
-from specgrad.dtype import DType
+from specgrad.dtype import DType, dtypes
 from specgrad.flags import CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU, OPT
 from specgrad.helpers import cores
 from specgrad.ops import LazyOp, Op, get_lazyop_info
@@ -299,6 +301,22 @@ def update_stats(runner: Runner, var_vals: dict[Variable, int], et: float | None
 # *** the compile cache ***
 
 
+class BuildTotals:
+    """Kernels built (not found in the disk cache) and the seconds their builds took, per compiler namespace, since
+    the process started. Nothing resets them: a caller reads the difference over what it measures (the test suite's
+    --compile-report, per test)."""
+
+    lock = threading.Lock()
+    count: defaultdict[str, int] = defaultdict(int)
+    seconds: defaultdict[str, float] = defaultdict(float)
+
+    @staticmethod
+    def add(namespace: str, seconds: float) -> None:
+        with BuildTotals.lock:
+            BuildTotals.count[namespace] += 1
+            BuildTotals.seconds[namespace] += seconds
+
+
 @dataclass
 class Compiler:
     """Source -> binary, cached on disk under the source and `identity` (compiler, flags, target). `compile` raises
@@ -317,18 +335,29 @@ class Compiler:
     def compile_cached(self, src: str, name: str = "kernel") -> bytes:
         return self.compile_many([(name, src)])[0]
 
+    def cached(self, src: str) -> bytes | None:
+        """The binary of `src` from the disk cache, counted as a hit; None where it is missing or the cache is off."""
+        if not COMPILE_CACHE or (lib := self.cache.get(self._key(src))) is None:
+            return None
+        GlobalCounters.cache_hits += 1
+        return lib
+
+    def _key(self, src: str) -> str:
+        return hashlib.sha256(f"{self.identity}\n{src}".encode()).hexdigest()
+
     def compile_many(self, kernels: Iterable[tuple[str, str]]) -> list[bytes]:
         """The binary of each (name, source), in order, counted and cached as compile_cached would. Sources missing
         from the disk cache compile on up to COMPILE_JOBS threads (the compiler is a subprocess or releases the GIL),
-        each as soon as `kernels` yields it, so a generator can render the next meanwhile. A failure raises the first
-        error."""
+        each as soon as `kernels` yields it, so a generator can render the next meanwhile; one that another process
+        sharing the cache is building is waited for and read, not built twice. A failure raises the first error."""
         keys: list[str] = []
         libs: dict[str, bytes] = {}
-        jobs: dict[str, Future[bytes]] = {}
+        jobs: dict[str, Future[tuple[bytes, bool]]] = {}
         pool: ThreadPoolExecutor | None = None
+        built = 0
         try:
             for name, src in kernels:
-                keys.append(key := hashlib.sha256(f"{self.identity}\n{src}".encode()).hexdigest())
+                keys.append(key := self._key(src))
                 if key in libs or key in jobs:
                     continue
                 if COMPILE_CACHE and (lib := self.cache.get(key)) is not None:
@@ -338,25 +367,38 @@ class Compiler:
                 # NOTE: the job runs in a copy of the caller's context, so flags set with Context hold in its thread
                 jobs[key] = pool.submit(copy_context().run, self._build, key, name, src)
             for key, job in jobs.items():
-                libs[key] = job.result()
-                GlobalCounters.compile_count += 1
+                libs[key], was_built = job.result()
+                built += was_built
+                GlobalCounters.compile_count += was_built
         finally:
             for job in jobs.values():  # NOTE: after a failure, the jobs not yet started are dropped
                 job.cancel()
             if pool is not None:
                 pool.shutdown()
         if COMPILE_CACHE:  # NOTE: a source repeated in `srcs` counts as a hit, as it would compiled one by one
-            GlobalCounters.cache_hits += len(keys) - len(jobs)
+            GlobalCounters.cache_hits += len(keys) - built
         return [libs[key] for key in keys]
 
-    def _build(self, key: str, name: str, src: str) -> bytes:
+    def _build(self, key: str, name: str, src: str) -> tuple[bytes, bool]:
+        """The binary of `src`, and whether it was built here: not when another process sharing the cache built it
+        while this one waited for the lock."""
+        if not COMPILE_CACHE:
+            return self._compile(name, src), True
+        with self.cache.building(key):
+            if (lib := self.cache.get(key)) is not None:
+                return lib, False
+            lib = self._compile(name, src)
+            self.cache.put(key, lib)
+        return lib, True
+
+    def _compile(self, name: str, src: str) -> bytes:
+        start = time.perf_counter()
         try:
-            lib = self.compile(src)
+            return self.compile(src)
         except BuildFailed as e:
             raise KernelBuildError(self._failure(name, src, str(e))) from None
-        if COMPILE_CACHE:
-            self.cache.put(key, lib)
-        return lib
+        finally:
+            BuildTotals.add(self.namespace, time.perf_counter() - start)
 
     def _failure(self, name: str, src: str, log: str) -> str:
         """The error for a kernel that did not build; its source is saved for a bug report where that can be done."""
@@ -378,6 +420,59 @@ def _compile_pool(namespace: str) -> ThreadPoolExecutor:
     from concurrent.futures import ThreadPoolExecutor
 
     return ThreadPoolExecutor(int(COMPILE_JOBS) or cores(), thread_name_prefix=f"compile-{namespace}")
+
+
+# *** lowered kernels, cached on disk ***
+
+
+@functools.cache
+def code_fingerprint() -> str:
+    """A hash of specgrad's own source files: a lowering one version of the code wrote is never read by another."""
+    root, h = Path(__file__).resolve().parent, hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(f"{path.relative_to(root)}\0".encode() + path.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def ast_text(ast: LazyOp) -> str:
+    """The ast, each node once (a DAG's text grows with its nodes, not its paths), as a line naming its sources."""
+    nodes = ast.lazyops()
+    index = {x: i for i, x in enumerate(nodes)}
+    return "\n".join(f"{x.op} {[index[s] for s in x.src]} {x.arg!r}" for x in nodes)
+
+
+class LoweredCache:
+    """Each kernel's linearized and rendered form on disk (CACHEDIR/<namespace>-lowered), so a process that finds it
+    skips linearize and render (20 ms a kernel: half of a warm `specgrad train` of the char_gpt example). Keyed by
+    specgrad's source, the compiler's identity, the options and the ast; a kernel with symbolic sizes (Variables) is
+    lowered every time."""
+
+    def __init__(self, namespace: str, identity: str):
+        self.cache, self.identity = DiskCache(f"{namespace}-lowered"), identity
+
+    def key(self, ast: LazyOp, opts: LinearizerOptions) -> str:
+        text = f"{code_fingerprint()}\n{self.identity}\n{opts!r}\n{ast_text(ast)}"
+        return hashlib.sha256(text.encode()).hexdigest()
+
+    def get(self, key: str) -> tuple[Program, str] | None:
+        if (data := self.cache.get(key)) is None:
+            return None
+        try:
+            d = json.loads(data)
+            buffers = tuple((int(i), dtypes.fields()[t]) for i, t in d["buffers"])
+            gs = None if d["global_size"] is None else tuple(int(g) for g in d["global_size"])
+            prg = Program(str(d["name"]), (), buffers, (), gs, tuple(int(s) for s in d["output_shape"]))
+            return prg, str(d["src"])
+        except (ValueError, KeyError, TypeError):
+            return None  # NOTE: an entry of another format: lowered again (and rewritten)
+
+    def put(self, key: str, prg: Program, src: str) -> None:
+        sizes = (*(prg.global_size or ()), *prg.output_shape)
+        if prg.vars or not all(isinstance(s, int) for s in sizes):
+            return
+        d = {"name": prg.name, "buffers": [[i, t.name] for i, t in prg.buffers], "output_shape": list(prg.output_shape),
+             "global_size": None if prg.global_size is None else list(prg.global_size), "src": src}  # fmt: skip
+        self.cache.put(key, json.dumps(d).encode())
 
 
 # *** running kernels ***
@@ -451,6 +546,7 @@ class Compiled:
         self.name, self.allocator, self.opts = name, allocator, opts
         self.render, self.compiler, self.runtime = render, compiler, runtime
         self.runners: dict[tuple[LazyOp, LinearizerOptions], Runner] = {}
+        self.lowered = LoweredCache(compiler.namespace, f"{name} {compiler.identity}")
         self._names: dict[str, int] = {}
 
     def _display_name(self, name: str) -> str:
@@ -463,26 +559,43 @@ class Compiled:
         return self.get_runners([ast])[0]
 
     def get_runners(self, asts: list[LazyOp]) -> list[Runner]:
-        """The runner of each ast; the kernels new to this process are lowered, then compiled together."""
+        """The runner of each ast; the kernels new to this process are taken from the disk caches where both their
+        lowering and their binary are there, else lowered, then compiled together."""
         # NOTE: the OPT flag is read here, not when the device was made, so Context(OPT=0) takes effect at once
         opts = replace(self.opts, optimize=self.opts.optimize and bool(OPT))
         found = {ast: self.runners.get((ast, opts)) for ast in asts}  # NOTE: one lookup each: ast equality costs
-        new = [ast for ast, runner in found.items() if runner is None]
+        # NOTE: DEBUG 3 and up show each lowering, so they lower every kernel afresh
+        use_cache = bool(COMPILE_CACHE) and DEBUG < 3
+        missing = [ast for ast, runner in found.items() if runner is None]
+        keys = {ast: self.lowered.key(ast, opts) for ast in missing} if use_cache else {}
+        new: list[LazyOp] = []  # NOTE: lowered afresh, and built (a GPU build needs a fresh lowering's launch sizes)
+        for ast in missing:
+            hit = self.lowered.get(keys[ast]) if use_cache else None
+            lib = self.compiler.cached(hit[1]) if hit is not None else None
+            if hit is not None and lib is not None:
+                found[ast] = self._runner(ast, opts, *hit, lib)
+            else:
+                new.append(ast)
         programs: list[tuple[Program, str]] = []
 
         def sources() -> Iterator[tuple[str, str]]:  # NOTE: a generator: each kernel compiles while the next lowers
             for ast in new:
                 programs.append(self._lower(ast, opts))
+                if use_cache:
+                    self.lowered.put(keys[ast], *programs[-1])
                 yield programs[-1][0].name, programs[-1][1]
 
         if new:
             libs = self.compiler.compile_many(sources())
             for ast, (prg, src), lib in zip(new, programs, libs):
-                dims = prg.global_size if prg.global_size is not None else prg.output_shape
-                fxn = self.runtime(prg, lib)
-                found[ast] = self.runners[(ast, opts)] = Runner(self._display_name(prg.name), ast, self.name, fxn,
-                                                                dims, src)  # fmt: skip
+                found[ast] = self._runner(ast, opts, prg, src, lib)
         return [found[ast] for ast in asts]  # type: ignore[misc]
+
+    def _runner(self, ast: LazyOp, opts: LinearizerOptions, prg: Program, src: str, lib: bytes) -> Runner:
+        dims = prg.global_size if prg.global_size is not None else prg.output_shape
+        ret = Runner(self._display_name(prg.name), ast, self.name, self.runtime(prg, lib), dims, src)
+        self.runners[(ast, opts)] = ret
+        return ret
 
     def _lower(self, ast: LazyOp, opts: LinearizerOptions) -> tuple[Program, str]:
         """linearize and render one ast, refusing dtypes the device lacks."""

@@ -22,8 +22,10 @@ import numpy as np
 import pytest
 from conftest import device_problem
 
-from specgrad import Context, Device
+from specgrad import Context, Device, cache
 from specgrad.device import BuildFailed, Compiler, DiskCache, KernelBuildError
+
+pytestmark = pytest.mark.xdist_group("cache_security")  # NOTE: on one worker: a warm cache copied by many tests
 
 ROOT = Path(__file__).resolve().parents[1]
 WARNING = "specgrad: not using the kernel cache"
@@ -442,3 +444,34 @@ def test_gpu_builds_go_around_pyopencls_own_cache(tmp_path: Path, monkeypatch: p
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert Device["GPU"].compiler.compile("__kernel void k(__global float* x) { x[0] = 1.0f; }")
     assert not (tmp_path / "pyopencl").exists(), "pyopencl's cache was used"
+
+
+def test_a_build_lock_held_by_a_stopped_process_is_waited_for_a_bounded_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Builds of one kernel wait for each other (cache.locked), but a holder that never lets go (a process stopped
+    with Ctrl-Z while it compiles) costs at most LOCK_WAIT_S, then the kernel is built anyway."""
+    monkeypatch.setattr(cache, "LOCK_WAIT_S", 0.3)
+    with Context(CACHEDIR=str(tmp_path)), cache.locked("clang", "ab12"):
+        start = time.monotonic()
+        with cache.locked("clang", "abff"):  # NOTE: the same stripe, through another descriptor
+            waited = time.monotonic() - start
+        start = time.monotonic()
+        with cache.locked("clang", "cd34"):  # NOTE: another stripe is free
+            free = time.monotonic() - start
+    assert 0.3 <= waited < 3 and free < 0.1, (waited, free)
+    assert stat.S_IMODE((tmp_path / "clang" / "lock-ab").stat().st_mode) == 0o600
+
+
+def test_a_lock_file_that_is_a_link_is_not_followed(tmp_path: Path) -> None:
+    """A link planted where a lock file goes is neither created through nor written: the build runs unlocked."""
+    (cache_dir := tmp_path / "cache").mkdir(mode=0o700)
+    (cache_dir / "clang").mkdir(mode=0o700)
+    (target := tmp_path / "elsewhere").write_text("keep")
+    (cache_dir / "clang" / "lock-ab").symlink_to(target)
+    (cache_dir / "clang" / "lock-cd").symlink_to(tmp_path / "missing")
+    with Context(CACHEDIR=str(cache_dir)):
+        for key in ("ab12", "cd34"):
+            with cache.locked("clang", key):
+                pass
+    assert target.read_text() == "keep" and not (tmp_path / "missing").exists()

@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 from conftest import device_problem
+
+import specgrad.device as device_module
+from specgrad import Context, Device, Tensor, Variable
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,25 +54,31 @@ def test_second_run_compiles_nothing(compiled_device: str, tmp_path: Path) -> No
 
 
 def test_two_processes_share_the_cache_at_once(compiled_device: str, tmp_path: Path) -> None:
+    """Started together on an empty cache, they compute the same and build each kernel once between them: whichever
+    comes second to a kernel waits for the other's build and reads it (as a pytest-xdist worker or a sweep trial
+    does)."""
     env = {**os.environ, "CACHEDIR": str(tmp_path)}
     procs = [subprocess.Popen([sys.executable, "-c", PROGRAM.format(device=compiled_device)], env=env, cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]  # fmt: skip
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(3)]  # fmt: skip
     outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
-    results = {next(line for line in out.splitlines() if line.startswith("result")) for out, _ in outs}
-    assert len(results) == 1
+    lines = [dict(line.split(" ", 1) for line in out.strip().splitlines()) for out, _ in outs]
+    assert len({x["result"] for x in lines}) == 1
+    counters = [tuple(map(int, x["counters"].split())) for x in lines]
     assert not [f for f in tmp_path.rglob("*") if f.name.startswith(".")], "temporary files left behind"
-    _, compiles, _ = run_program(compiled_device, tmp_path)
-    assert compiles == 0
+    _, compiles, kernels = run_program(compiled_device, tmp_path)  # NOTE: every kernel is a hit now
+    assert compiles == 0 and sum(c for c, _ in counters) == kernels, f"{kernels} kernels, {counters} (builds, hits)"
 
 
 def test_damaged_entries_are_rebuilt_not_loaded(compiled_device: str, tmp_path: Path) -> None:
+    """Binaries, width verdicts and lowerings, each cut short or with a flipped bit."""
     first, _, _ = run_program(compiled_device, tmp_path)
     entries = list(tmp_path.rglob("*.bin"))
-    kernels = [
-        f for f in entries if not f.parent.name.endswith("-widths")
-    ]  # NOTE: a width probe's verdict is no kernel
-    assert kernels and len(entries) == len(kernels) + 1
+    # NOTE: a width probe's verdict and a lowering are no kernel
+    kernels = [f for f in entries if not f.parent.name.endswith(("-widths", "-lowered"))]
+    lowered = [f for f in entries if f.parent.name.endswith("-lowered")]
+    assert kernels and len(lowered) == len(kernels) - (compiled_device == "CLANG")  # NOTE: and the thread pool
+    assert len(entries) == len(kernels) + len(lowered) + 1
     for i, f in enumerate(entries):
         data = f.read_bytes()
         at = min(40, len(data) - 1)
@@ -144,3 +154,67 @@ def test_plain_cc_builds_kernels(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-c", CC_PROGRAM], env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "CLANG device: compiling with" in res.stdout and "/cc)" in res.stdout and res.stdout.strip().endswith("ok")
+
+
+# *** lowered kernels ***
+
+
+def realize(device: str, monkeypatch: pytest.MonkeyPatch) -> tuple[list, list, set[str]]:
+    """A few kernels realized as a fresh process would (no runner in memory): the results, the asts this lowered and
+    the kernels' sources."""
+    dev, lowered, linearize = Device[device], [], device_module.linearize
+    x = Tensor(np.arange(24, dtype=np.float32).reshape(4, 6), device=device)
+    with monkeypatch.context() as m:
+        m.setattr(dev, "runners", {})
+        m.setattr(device_module, "linearize", lambda ast, *a: lowered.append(ast) or linearize(ast, *a))
+        results = [t.numpy() for t in (((x * 2 + 1).relu().sum(1) + x.max(1)).softmax(0), x @ x.T)]
+        return results, lowered, {r.src for r in dev.runners.values()}
+
+
+def same(a: list, b: list) -> bool:
+    return len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+
+
+def test_a_kernel_lowered_once_is_read_back_not_lowered_again(
+    compiled_device: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Context(CACHEDIR=str(tmp_path)):
+        first, lowered, srcs = realize(compiled_device, monkeypatch)
+        assert lowered
+        again, lowered, read_back = realize(compiled_device, monkeypatch)
+        assert not lowered and same(first, again)
+        with Context(COMPILE_CACHE=0):
+            fresh, _, lowered_now = realize(compiled_device, monkeypatch)
+    assert read_back == srcs == lowered_now and same(first, fresh), "a lowering read back is what lowering gives"
+
+
+def test_another_version_of_specgrad_lowers_afresh(
+    compiled_device: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lowering is keyed by specgrad's own source: an edit to the linearizer must not meet an old lowering."""
+    with Context(CACHEDIR=str(tmp_path)):
+        first, _, _ = realize(compiled_device, monkeypatch)
+        monkeypatch.setattr(device_module, "code_fingerprint", lambda: "another version")
+        again, lowered, _ = realize(compiled_device, monkeypatch)
+    assert lowered and same(first, again)
+
+
+def test_a_lowering_whose_binary_is_gone_is_built_from_a_fresh_lowering(
+    compiled_device: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with Context(CACHEDIR=str(tmp_path)):
+        first, _, _ = realize(compiled_device, monkeypatch)
+        for f in (tmp_path / Device[compiled_device].compiler.namespace).glob("*.bin"):
+            f.unlink()
+        again, lowered, _ = realize(compiled_device, monkeypatch)
+    assert lowered and same(first, again)
+
+
+def test_a_kernel_with_symbolic_sizes_is_not_kept_lowered(tmp_path: Path) -> None:
+    if problem := device_problem("CLANG"):
+        pytest.skip(problem)
+    with Context(CACHEDIR=str(tmp_path)):
+        i = Variable("i", 1, 10).bind(3)
+        x = Tensor(np.arange(10, dtype=np.float32), device="CLANG")
+        assert (x.shrink(((0, i),)) * 2).sum().item() == 6.0
+    assert list((tmp_path / "clang").glob("*.bin")) and not list(tmp_path.glob("clang-lowered/*.bin"))
