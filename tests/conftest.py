@@ -3,15 +3,22 @@
 from __future__ import annotations
 
 import shutil
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from specgrad import Device
-from specgrad.device import DeviceUnavailable, DTypeUnavailable
+# NOTE: bytecode caches (in the gitignored __pycache__) even under PYTHONDONTWRITEBYTECODE: the suite starts hundreds
+# of `specgrad` child processes, which read them, and with none each compiled specgrad from source (a run took 20%
+# longer); set before specgrad is first imported, so its modules are written too
+sys.dont_write_bytecode = False
+
+from specgrad import Device  # noqa: E402
+from specgrad.device import DeviceUnavailable, DTypeUnavailable  # noqa: E402
 
 ALL_DEVICES = ("CPU", "CLANG", "GPU")
+pytest_plugins = ["compile_report"]
 
 
 def device_problem(name: str) -> str | None:
@@ -29,6 +36,17 @@ def pytest_report_header() -> list[str]:
     except ImportError:
         return ["torch: not installed, torch comparisons are skipped (numpy and finite differences still run)"]
     return [f"torch: {torch.__version__}, ops are also compared with torch autograd"]
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """A case marked slow_on(devices) is in the slow tier on those devices: the fast tier runs it on the others (a
+    device runs there what it adds; docs/testing.md). Before -m 'not slow' deselects."""
+    for item in items:
+        marker = item.get_closest_marker("slow_on")
+        params = getattr(item, "callspec", None) and item.callspec.params
+        if marker is not None and params and params.get("device") in marker.args:
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(params=ALL_DEVICES)

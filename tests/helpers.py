@@ -6,10 +6,11 @@ Torch is optional: without it the torch pass is skipped (the pytest header says 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import pytest
 
 from specgrad import Tensor
 
@@ -19,6 +20,7 @@ except ImportError:  # NOTE: torch is a test-only extra, never a dependency
     torch = None
 
 SEED = 1337
+SLOW_ON_GPU = pytest.mark.slow_on("GPU")
 EPS = 1e-6  # central-difference step, in float64
 
 
@@ -154,3 +156,11 @@ def describe(fn: Callable) -> str:
         return " ".join(inspect.getsource(fn).split())[:100]
     except (OSError, TypeError):
         return "<lambda>"
+
+
+def gpu_keeps(cases: Mapping[str, Any], keep: Collection[str]) -> list:
+    """pytest params of `cases` (id -> value) for a test that runs on every device: in the fast tier the GPU runs only
+    those named in `keep` (each feature of its OpenCL code once: docs/testing.md), the others in the slow tier."""
+    if unknown := set(keep) - set(cases):
+        raise ValueError(f"no such cases: {sorted(unknown)}")
+    return [pytest.param(v, id=k, marks=() if k in keep else SLOW_ON_GPU) for k, v in cases.items()]

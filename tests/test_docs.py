@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -31,6 +33,7 @@ def test_readme_has_two_command_quick_start_matching_ci() -> None:
     assert commands[1] in (ROOT / ".ci" / "run").read_text()
 
 
+@pytest.mark.slow_on("GPU")  # NOTE: a training of the guide's length on PoCL; the GPU's ops are tested one by one
 def test_python_api_guide_trains_digits_to_97_percent(device: str) -> None:
     """docs/python-api.md, run in order as one program: an MLP on the bundled digits with Adam, a warm-up + cosine
     schedule and TinyJit, asserting >= 97% validation accuracy, then a safetensors round trip."""

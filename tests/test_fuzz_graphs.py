@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import SLOW_ON_GPU
 
 from specgrad import Tensor
 
@@ -73,7 +74,7 @@ def _step(rng: np.random.Generator, pool: list[tuple[Tensor, np.ndarray]]) -> tu
     return _movement(rng, t, a)
 
 
-@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("seed", [pytest.param(s, marks=SLOW_ON_GPU if s >= 8 else ()) for s in range(25)])
 def test_random_graph_matches_numpy(seed: int, device: str) -> None:
     rng = np.random.default_rng(seed)
     base = [rng.standard_normal(s).astype(np.float32) for s in [(3, 4), (4,), (2, 3, 4), ()]]

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import SEED, check_op
+from helpers import SEED, SLOW_ON_GPU, check_op, gpu_keeps
 
 from specgrad import Tensor, dtypes
 
@@ -258,9 +258,18 @@ def shape_cases(op: Op) -> list:
     return [(k, s, None) for k, s in (UNARY_SHAPES if op.arity == 1 else BINARY_SHAPES).items()]
 
 
-@pytest.mark.parametrize(
-    "op,shapes,reduce", [pytest.param(op, s, r, id=f"{op.name}-{k}") for op in OPS for k, s, r in shape_cases(op)]
-)
+# NOTE: on the GPU, every row's first case renders the row's ops in OpenCL; these rows take every case there too, for
+# the launches (0-d, zero-size, broadcast, each reduce axis). The other cases run on the GPU in the slow tier.
+ALL_CASES_ON_GPU = {"neg", "exp", "add", "lt", "add_int", "sum", "max", "argmax"}
+
+
+def table_params() -> list:
+    fast = lambda op, i: i == 0 or op.name in ALL_CASES_ON_GPU
+    return [pytest.param(op, s, r, id=f"{op.name}-{k}", marks=() if fast(op, i) else SLOW_ON_GPU)
+            for op in OPS for i, (k, s, r) in enumerate(shape_cases(op))]  # fmt: skip
+
+
+@pytest.mark.parametrize("op,shapes,reduce", table_params())
 def test_op_table(op: Op, shapes: list, reduce: tuple | None, device: str) -> None:
     np_fn, sg_fn, torch_fn, name = op.np_fn, op.sg_fn, op.torch_fn, op.name
     if reduce is not None:
@@ -625,7 +634,11 @@ def has_neg_step(idx: Any) -> bool:
     return any(isinstance(i, slice) and (i.step or 1) < 0 for i in (idx if isinstance(idx, tuple) else (idx,)))
 
 
-@pytest.mark.parametrize("idx", list(GETITEM.values()), ids=list(GETITEM))
+GETITEM_ON_GPU = {"slices", "neg_step2", "none_int", "tensor", "tensors_bcast", "tensor_int8", "bool_list_2d",
+                  "empty_tensor"}  # fmt: skip
+
+
+@pytest.mark.parametrize("idx", gpu_keeps(GETITEM, GETITEM_ON_GPU))
 def test_getitem(idx: Any, device: str) -> None:
     torch_fn = None if has_neg_step(idx) or torch is None else (lambda x: x[as_index(idx, torch_index, lists=True)])
     check_op(
@@ -718,7 +731,8 @@ def torch_semantics(x: np.ndarray, idx: tuple) -> np.ndarray:
     return x[first][tuple(i for i in items if not is_int(i))]
 
 
-@pytest.mark.parametrize("seed", [*range(20), *(pytest.param(s, marks=pytest.mark.slow) for s in range(20, 300))])
+@pytest.mark.parametrize("seed", [*(pytest.param(s, marks=() if s < 2 else SLOW_ON_GPU) for s in range(20)),
+                                  *(pytest.param(s, marks=pytest.mark.slow) for s in range(20, 300))])  # fmt: skip
 def test_getitem_random(seed: int, device: str) -> None:
     rng = np.random.default_rng(seed)
     shape = tuple(int(s) for s in rng.integers(1, 6, rng.integers(1, 5)))
@@ -793,10 +807,21 @@ def test_repeat(device: str) -> None:
     check_op([()], lambda x: np.tile(x, 3), lambda x: x.repeat(3), device=device)
 
 
-@pytest.mark.parametrize(
-    "shifts,dims", [(1, 0), (-2, 1), (7, -1), ((1, -3), (0, 2)), ((2, 2), (1, 1)), (0, 0), (5, None), (-3, None)]
-)
-def test_roll(shifts: Any, dims: Any, device: str) -> None:
+ROLLS = {  # shifts, dims
+    "one_axis": (1, 0),
+    "negative": (-2, 1),
+    "past_the_size": (7, -1),
+    "two_axes": ((1, -3), (0, 2)),
+    "one_axis_twice": ((2, 2), (1, 1)),
+    "zero": (0, 0),
+    "flat": (5, None),
+    "flat_negative": (-3, None),
+}
+
+
+@pytest.mark.parametrize("case", gpu_keeps(ROLLS, {"two_axes", "flat"}))
+def test_roll(case: tuple, device: str) -> None:
+    shifts, dims = case
     check_op(
         [(3, 4, 5)],
         lambda x: np.roll(x, shifts, dims),
@@ -824,7 +849,7 @@ def test_linspace_and_masked_fill(device: str) -> None:
     check_op([(3, 4), mask[0]], lambda x, m: np.where(m, 0.0, x), lambda x, m: x.masked_fill(m, 0), device=device)
 
 
-@pytest.mark.parametrize("i", range(3))
+@pytest.mark.parametrize("i", [0, pytest.param(1, marks=SLOW_ON_GPU), pytest.param(2, marks=SLOW_ON_GPU)])
 def test_chunk_split(i: int, device: str) -> None:
     check_op(
         [(7, 3)],
@@ -866,7 +891,7 @@ def test_gather(device: str) -> None:
     check_op([(2, 2, 3), idx3], lambda x, i: np.take_along_axis(x, i, -1), lambda x, i: x.gather(-1, i), device=device)
 
 
-@pytest.mark.parametrize("diagonal", [0, 1, -1])
+@pytest.mark.parametrize("diagonal", [pytest.param(0, marks=SLOW_ON_GPU), 1, pytest.param(-1, marks=SLOW_ON_GPU)])
 def test_tril_triu(diagonal: int, device: str) -> None:
     check_op(
         [(3, 4)],
@@ -993,21 +1018,15 @@ def test_constant_folding_matches_compute(device: str) -> None:
 # ***** linear algebra *****
 
 
-@pytest.mark.parametrize(
-    "shapes",
-    [
-        [(4,), (4,)],
-        [(4,), (4, 3)],
-        [(3, 4), (4,)],
-        [(3, 4), (4, 5)],
-        [(1, 4), (4, 1)],
-        [(2, 3, 4), (2, 4, 5)],
-        [(2, 1, 3, 4), (3, 4, 2)],
-        [(3, 4), (2, 4, 5)],
-        [(4,), (2, 4, 3)],
-    ],
-    ids=str,
-)
+MATMULS = {str(s): s for s in [[(4,), (4,)], [(4,), (4, 3)], [(3, 4), (4,)], [(3, 4), (4, 5)], [(1, 4), (4, 1)],
+                                [(2, 3, 4), (2, 4, 5)], [(2, 1, 3, 4), (3, 4, 2)], [(3, 4), (2, 4, 5)],
+                                [(4,), (2, 4, 3)]]}  # fmt: skip
+
+
+MATMULS_ON_GPU = {"[(4,), (4,)]", "[(3, 4), (4, 5)]", "[(2, 1, 3, 4), (3, 4, 2)]"}
+
+
+@pytest.mark.parametrize("shapes", gpu_keeps(MATMULS, MATMULS_ON_GPU))
 def test_matmul(shapes: list, device: str) -> None:
     check_op(shapes, np.matmul, lambda x, y: x @ y, device=device, atol=1e-5, torch_fn=torch and torch.matmul)
     check_op(shapes, np.matmul, lambda x, y: x.dot(y), device=device, atol=1e-5)
@@ -1035,7 +1054,7 @@ EINSUMS = [
 ]
 
 
-@pytest.mark.parametrize("formula", EINSUMS)
+@pytest.mark.parametrize("formula", gpu_keeps({f: f for f in EINSUMS}, {"bhqd,bhkd->bhqk", "ab,bc,cd->ad", "ijk->kj"}))
 def test_einsum(formula: str, device: str) -> None:
     sizes = dict(zip("ijkbhqdac", (3, 4, 2, 2, 2, 3, 4, 3, 2)))
     shapes = [tuple(sizes[c] for c in spec) for spec in formula.split("->")[0].split(",")]
@@ -1154,7 +1173,7 @@ CONVS = {  # input shape, weight shape, kwargs
 }
 
 
-@pytest.mark.parametrize("case", list(CONVS.values()), ids=list(CONVS))
+@pytest.mark.parametrize("case", gpu_keeps(CONVS, {"1d_stride_pad", "2d_all", "3d"}))
 def test_conv(case: tuple, device: str) -> None:
     xs, ws, kw = case
     kw = dict(kw)
@@ -1208,7 +1227,7 @@ CONV_GRADS_AT_SIZE = {  # shapes where the kernel optimiser tiles, vectorizes an
 }
 
 
-@pytest.mark.parametrize("case", list(CONV_GRADS_AT_SIZE.values()), ids=list(CONV_GRADS_AT_SIZE))
+@pytest.mark.parametrize("case", gpu_keeps(CONV_GRADS_AT_SIZE, {"2d_stride_groups", "1d_long"}))
 def test_conv_gradients_at_size(case: tuple, device: str) -> None:
     """conv's own backward (input gradient as a transposed convolution) against the float64 scatter form, at sizes
     where the optimiser engages."""
@@ -1246,7 +1265,7 @@ CONV_TRANSPOSES = {  # input shape, weight shape (Cin, Cout/groups, *k), kwargs
 }
 
 
-@pytest.mark.parametrize("case", list(CONV_TRANSPOSES.values()), ids=list(CONV_TRANSPOSES))
+@pytest.mark.parametrize("case", gpu_keeps(CONV_TRANSPOSES, {"1d", "2d_all"}))
 def test_conv_transpose(case: tuple, device: str) -> None:
     xs, ws, kw = case
     kw = dict(kw)
@@ -1270,7 +1289,7 @@ CONV_TRANSPOSES_AT_SIZE = {  # input shape, weight shape (Cin, Cout/groups, *k),
 }
 
 
-@pytest.mark.parametrize("case", list(CONV_TRANSPOSES_AT_SIZE.values()), ids=list(CONV_TRANSPOSES_AT_SIZE))
+@pytest.mark.parametrize("case", gpu_keeps(CONV_TRANSPOSES_AT_SIZE, {"2d_stride"}))
 def test_conv_transpose_at_size(case: tuple, device: str) -> None:
     """A transposed convolution is the convolution's input gradient: forward against the float64 scatter form, and
     its gradients by the adjoint, <convT(x, w), g> = <x, conv(g, w)>."""
@@ -1309,7 +1328,7 @@ POOLS = {  # input shape, kernel, kwargs
 }
 
 
-@pytest.mark.parametrize("case", list(POOLS.values()), ids=list(POOLS))
+@pytest.mark.parametrize("case", gpu_keeps(POOLS, {"all", "per_axis_stride_gt_kernel"}))
 def test_max_pool2d(case: tuple, device: str) -> None:
     shape, k, kw = case
     np_fn = lambda x: np_pool(x, k, kw.get("stride"), kw.get("dilation", 1), kw.get("padding", 0), np.max, -np.inf)
@@ -1322,7 +1341,7 @@ def test_max_pool2d(case: tuple, device: str) -> None:
     )
 
 
-@pytest.mark.parametrize("case", list(POOLS.values()), ids=list(POOLS))
+@pytest.mark.parametrize("case", gpu_keeps(POOLS, {"2x2", "all"}))
 def test_avg_pool2d(case: tuple, device: str) -> None:
     shape, k, kw = case
     np_fn = lambda x: np_pool(x, k, kw.get("stride"), kw.get("dilation", 1), kw.get("padding", 0), np.mean, 0.0)
@@ -1466,6 +1485,7 @@ def np_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray |
     return np_softmax(qk, -1) @ v
 
 
+@SLOW_ON_GPU  # NOTE: nn.MultiHeadAttention (causal) runs attention on the GPU in the fast tier
 def test_scaled_dot_product_attention(device: str) -> None:
     shapes = [(2, 3, 4), (2, 5, 4), (2, 5, 4)]
     sdpa = F and F.scaled_dot_product_attention

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pytest
+from helpers import SLOW_ON_GPU
 
 from specgrad import Device, Tensor
 from specgrad.ops import BufferOps, LoadOps, ReduceOps
@@ -309,7 +310,7 @@ def test_convolution_gradients_share_the_padded_copy() -> None:
     np.testing.assert_allclose(out.numpy(), _conv_np(xn, wn, 1), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("stride, reduces", [(1, 1), (2, 4), (3, 9)])
+@pytest.mark.parametrize("stride, reduces", [(1, 1), (2, 4), pytest.param(3, 9, marks=SLOW_ON_GPU)])
 def test_a_convolution_input_gradient_is_dense_reduces(stride: int, reduces: int) -> None:
     """The input gradient is a transposed convolution, one stride-1 reduce per stride phase, reading the output
     gradient unmasked: no col2im scatter, and no multiply spent on zeros put between the strided gradients."""

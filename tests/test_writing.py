@@ -26,6 +26,8 @@ from specgrad.modelspec.errors import SpecError
 from specgrad.nn.state import safe_load_metadata
 from specgrad.train.run_folder import MetricsLog, new_run_folder
 
+pytestmark = pytest.mark.xdist_group("writing")  # NOTE: on one worker: run folders made once
+
 SPECS = Path(__file__).resolve().parents[1] / "specs"
 MLP = str(SPECS / "digits_mlp.yaml")
 FAST = ("--set", "data.batch_size=16", "--set", "vars.hidden=32")

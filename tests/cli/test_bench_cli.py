@@ -17,6 +17,8 @@ from typer.testing import CliRunner
 
 import specgrad.bench
 
+pytestmark = pytest.mark.xdist_group("bench_cli")  # NOTE: on one worker: one bench run read by many tests
+
 runner = CliRunner()
 QUICK = ["bench", "--quick", "--seconds", "0", "--repeat", "2"]
 KERNELS = ["matmul", "elementwise", "sum", "softmax", "conv2d", "conv2d"]  # NOTE: conv2d forward, then backward

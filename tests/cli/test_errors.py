@@ -24,6 +24,8 @@ from specgrad.flags import MAX_FILE_MB, SPEC_ALLOW_OUTSIDE, SPEC_ROOT
 from specgrad.helpers import WriteError
 from specgrad.modelspec.errors import SpecError
 
+pytestmark = pytest.mark.xdist_group("errors")  # NOTE: on one worker: a run folder made once
+
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 MLP = str(SPECS / "digits_mlp.yaml")
 runner = CliRunner()

@@ -19,6 +19,8 @@ from specgrad.modelspec.decode import Decoder
 from specgrad.modelspec.validate import validate_file
 from specgrad.train.generation import CachedGenerator, WindowGenerator, sample
 
+pytestmark = pytest.mark.xdist_group("generate")  # NOTE: on one worker: one trained character model
+
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 runner = CliRunner()
 SMALL = ["--steps", "20", "--set", "vars.d=32", "--set", "vars.context=16"]

@@ -19,6 +19,8 @@ from specgrad.nn.state import get_state_dict, load_state_dict, safe_load, safe_l
 from specgrad.train.data import standardize
 from specgrad.train.trainer import Trainer
 
+pytestmark = pytest.mark.xdist_group("run")  # NOTE: on one worker: trained and untrained weights made once
+
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 MLP = str(SPECS / "digits_mlp.yaml")
 runner = CliRunner()

@@ -15,6 +15,8 @@ from typer.testing import CliRunner
 
 from specgrad.nn.state import safe_load
 
+pytestmark = pytest.mark.xdist_group("export")  # NOTE: on one worker: one trained run exported by many tests
+
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 runner = CliRunner()
 

@@ -20,6 +20,8 @@ from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.nn.state import get_state_dict, safe_load_metadata, safe_save
 from specgrad.train.trainer import spec_hash
 
+pytestmark = pytest.mark.xdist_group("export_roundtrip")  # NOTE: on one worker: one trained run per example spec
+
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
 

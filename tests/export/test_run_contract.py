@@ -25,6 +25,8 @@ from specgrad.modelspec.validate import validate_file
 from specgrad.nn.state import safe_load, safe_load_metadata
 from specgrad.train.run_folder import spec_hash
 
+pytestmark = pytest.mark.xdist_group("run_contract")  # NOTE: on one worker: one training run read by many tests
+
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 runner = CliRunner()
 # NOTE: 89 steps of batch 16 (1437 training digits): 3 epochs of 89 steps, checkpoints every epoch, dropout on

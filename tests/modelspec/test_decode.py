@@ -140,6 +140,7 @@ def test_what_reads_other_positions_is_named(tmp_path: Path, model: list | dict,
         Decoder(spec, build_model(spec))
 
 
+@pytest.mark.slow_on("GPU")  # NOTE: the decoder is Tensor ops, which the GPU runs one by one in tests/test_ops.py
 def test_decoding_is_the_same_on_every_device(tmp_path: Path, dev: str) -> None:
     spec = _language_model(tmp_path, [{"embedding": {"vocab": 100, "dim": 8}}, "positional",
                                       {"self_attention": {"heads": 2, "causal": True}}, {"lstm": 8}, "layernorm",

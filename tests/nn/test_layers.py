@@ -1,5 +1,9 @@
 """specgrad.nn layers on every device: forward vs numpy references and gradients vs finite differences (check_op),
 outputs and gradients vs torch.nn with copied weights, PyTorch default inits, BatchNorm running statistics, state dicts.
+
+A layer is Tensor ops that tests/test_ops.py checks on the GPU one by one, so in the fast tier the GPU runs the layers
+whose kernels models spend their time in (linear, conv2d, batchnorm2d, layernorm, embedding, causal attention); the
+other layers run on the GPU in the slow tier (SLOW_ON_GPU).
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from helpers import check_op
+from helpers import SLOW_ON_GPU, check_op, gpu_keeps
 
 from specgrad import Tensor, TinyJit, nn
 from specgrad.nn import get_parameters, get_state_dict
@@ -112,7 +116,7 @@ CONVS = {  # layer class, input shape, constructor args (in, out, kernel, ...)
 }
 
 
-@pytest.mark.parametrize("case", list(CONVS.values()), ids=list(CONVS))
+@pytest.mark.parametrize("case", gpu_keeps(CONVS, {"conv2d"}))
 def test_conv(case: tuple, dev: str) -> None:
     cls, xs, kw = case
     kw = {"kernel_size": 3, **kw}
@@ -128,6 +132,7 @@ def test_conv(case: tuple, dev: str) -> None:
     )
 
 
+@SLOW_ON_GPU
 def test_conv_padding_same(dev: str) -> None:
     """Even kernels pad one more after than before, as PyTorch does."""
     conv = nn.Conv2d(2, 3, (2, 3), padding="same", bias=False)
@@ -138,6 +143,7 @@ def test_conv_padding_same(dev: str) -> None:
         nn.Conv2d(2, 3, 3, stride=2, padding="same")
 
 
+@SLOW_ON_GPU
 def test_conv_transpose(dev: str) -> None:
     kw = dict(stride=2, padding=1, output_padding=1, groups=2)
     conv = nn.ConvTranspose2d(4, 6, 3, **kw)
@@ -160,7 +166,7 @@ def test_conv_transpose(dev: str) -> None:
     )
 
 
-@pytest.mark.parametrize("shape", [(3, 2, 2, 2), (4, 3), (2, 2, 3)], ids=["2d", "1d_NC", "1d_NCL"])
+@pytest.mark.parametrize("shape", gpu_keeps({"2d": (3, 2, 2, 2), "1d_NC": (4, 3), "1d_NCL": (2, 2, 3)}, {"2d"}))
 def test_batchnorm_train_forward_backward(shape: tuple, dev: str) -> None:
     """Training mode normalises with the (biased) batch statistics and differentiates through them."""
     bn = nn.BatchNorm2d(shape[1]) if len(shape) == 4 else nn.BatchNorm1d(shape[1])
@@ -192,6 +198,7 @@ def test_layernorm(dev: str) -> None:
         ln(Tensor.ones(2, 4))
 
 
+@SLOW_ON_GPU
 def test_groupnorm(dev: str) -> None:
     gn = nn.GroupNorm(2, 6)
     sg = lambda x, w, b: with_params(gn, weight=w, bias=b)(x)
@@ -199,6 +206,7 @@ def test_groupnorm(dev: str) -> None:
     check_op([(2, 6, 3), (6,), (6,)], lambda x, w, b: np_groupnorm(x, 2, w, b), sg, device=dev)
 
 
+@SLOW_ON_GPU
 def test_instancenorm(dev: str) -> None:
     norm = nn.InstanceNorm2d(3)
     assert norm.weight is None and get_state_dict(norm) == {}
@@ -210,6 +218,7 @@ def test_instancenorm(dev: str) -> None:
         norm(Tensor.ones(2, 3, 4, 4))
 
 
+@SLOW_ON_GPU
 def test_layernorm2d(dev: str) -> None:
     """tinygrad's LayerNorm2d: LayerNorm over the channels of each pixel of (N, C, H, W)."""
     ln = nn.LayerNorm2d(3)
@@ -221,6 +230,7 @@ def test_layernorm2d(dev: str) -> None:
     check_op([(1, 2, 3, 3)], lambda x: np_normalize(x, 1, 0.1), ln, device=dev, name="LayerNorm2d")
 
 
+@SLOW_ON_GPU
 def test_instancenorm_any_rank(dev: str) -> None:
     """tinygrad's InstanceNorm: any (N, C, *) input, affine by default."""
     norm = nn.InstanceNorm(2)
@@ -231,6 +241,7 @@ def test_instancenorm_any_rank(dev: str) -> None:
         check_op([shape, (2,), (2,)], ref, sg, device=dev)
 
 
+@SLOW_ON_GPU
 def test_layernorm_without_bias(dev: str) -> None:
     ln = nn.LayerNorm(4, bias=False)
     assert ln.bias is None and list(get_state_dict(ln)) == ["weight"]
@@ -238,6 +249,7 @@ def test_layernorm_without_bias(dev: str) -> None:
     check_op([(3, 4), (4,)], lambda x, w: np_normalize(x, -1) * w, sg, device=dev)
 
 
+@SLOW_ON_GPU
 def test_conv_padding_per_side(dev: str) -> None:
     """tinygrad's padding form: two per axis in pad2d order (left, right, top, bottom)."""
     conv = nn.Conv2d(2, 3, 3, padding=(1, 2, 0, 1), bias=False)
@@ -253,7 +265,7 @@ def test_embedding(dev: str) -> None:
         emb(Tensor([1.0]))
 
 
-@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("causal", gpu_keeps({"False": False, "True": True}, {"True"}))
 def test_multi_head_attention(causal: bool, dev: str) -> None:
     mha = nn.MultiHeadAttention(4, 2, causal=causal)
 
@@ -478,7 +490,7 @@ def np_batchnorm_steps(xs: list[np.ndarray], momentum: float, eps: float = 1e-5)
     return outs, stats
 
 
-@pytest.mark.parametrize("shape", [(4, 3, 2, 2), (5, 3), (2, 3, 4)], ids=["2d", "1d_NC", "1d_NCL"])
+@pytest.mark.parametrize("shape", gpu_keeps({"2d": (4, 3, 2, 2), "1d_NC": (5, 3), "1d_NCL": (2, 3, 4)}, {"2d"}))
 def test_batchnorm_running_stats(shape: tuple, dev: str) -> None:
     bn = nn.BatchNorm2d(3, momentum=0.3) if len(shape) == 4 else nn.BatchNorm1d(3, momentum=0.3)
     running_mean, running_var = bn.running_mean, bn.running_var
@@ -525,6 +537,7 @@ def test_batchnorm_train_eval_vs_torch(momentum: float | None, dev: str) -> None
     np.testing.assert_allclose(bn(Tensor(x_np)).numpy(), tbn.eval()(torch.tensor(x_np)).detach().numpy(), atol=1e-5)
 
 
+@SLOW_ON_GPU
 def test_batchnorm_without_running_stats(dev: str) -> None:
     """track_running_stats=False: no buffers, batch statistics in eval too (as PyTorch)."""
     bn = nn.BatchNorm1d(3, affine=False, track_running_stats=False)

@@ -19,6 +19,8 @@ from specgrad.modelspec.validate import validate_file
 from specgrad.nn.state import safe_load
 from specgrad.train.data import augmented, batches, load_data
 
+pytestmark = pytest.mark.xdist_group("augment")  # NOTE: on one worker: one training run read by many tests
+
 runner = CliRunner()
 SPECS = Path(__file__).resolve().parents[2] / "specs"
 AUGMENT = {"crop": 0, "flip": False, "noise": 0.0}

@@ -20,6 +20,8 @@ from specgrad.modelspec.validate import validate_file
 from specgrad.nn.state import safe_load_metadata
 from specgrad.train.data import load_data
 
+pytestmark = pytest.mark.xdist_group("categorical")  # NOTE: on one worker: one training run read by many tests
+
 runner = CliRunner()
 COLORS, CITIES = ("red", "green", "blue"), ("Berlin", "Paris", "Rome", "Oslo")
 

@@ -23,6 +23,8 @@ from specgrad.nn.state import get_state_dict, load_state_dict, safe_load, safe_s
 from specgrad.train.data import batches, fields, load_data
 from specgrad.train.trainer import Trainer
 
+pytestmark = pytest.mark.xdist_group("several_outputs")  # NOTE: on one worker: one training run read by many tests
+
 EXAMPLE = Path(__file__).resolve().parents[2] / "docs" / "examples" / "two_heads.yaml"
 runner = CliRunner()
 
