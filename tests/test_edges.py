@@ -1,7 +1,8 @@
 """Edges a Tensor library must handle (issue 13): zero-size tensors through ops and gradients, deep graphs, and
 semantics and misuse errors that match numpy/torch. Every test runs on each device via the `device` fixture; on the GPU
-the fast tier leaves int16 (rendered as int8 and int32 are) and the deep graphs (which test lowering that the GPU shares
-with CLANG) to the slow tier."""
+the fast tier leaves the deep graphs (which test lowering that the GPU shares with CLANG) to the slow tier. Every
+integer type runs everywhere: each has a type name of its own in each dialect, and a wrong one (short written ushort)
+only shows in that type's arithmetic."""
 
 from __future__ import annotations
 
@@ -205,27 +206,26 @@ def test_integer_division_matches_torch(device: str) -> None:
         np.testing.assert_array_equal(floor_div, (ta // tb).numpy())
 
 
-INT_DTYPES = [np.int8, np.uint8, np.int16, np.int32, np.int64]
+INT_DTYPES = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
 
 
-def int_dtypes(dtypes: list[type]) -> list:
-    return [pytest.param(d, id=d.__name__, marks=SLOW_ON_GPU if d == np.int16 else ()) for d in dtypes]
-
-
-@pytest.mark.parametrize("dtype", int_dtypes(INT_DTYPES))
+@pytest.mark.parametrize("dtype", INT_DTYPES, ids=lambda d: d.__name__)
 def test_integer_floordiv_and_mod_floor_like_python(dtype: type, device: str) -> None:
     """// rounds towards minus infinity and % takes the divisor's sign, in the tensor's own dtype: numpy and torch
-    agree on that. Dividing by 0 gives 0 (numpy's result, with its warning; torch raises ZeroDivisionError)."""
-    signed = np.iinfo(dtype).min < 0
-    a0 = np.array([7, -7, 7, -7, 0, 6, -1, 100, -128, 127, 5] if signed else [7, 0, 6, 255, 13, 5], dtype)
-    b0 = np.array([2, 2, -2, -2, 3, -3, 4, -7, -1, 1, 0] if signed else [2, 3, 4, 16, 1, 0], dtype)
+    agree on that. Dividing by 0 gives 0 (numpy's result, with its warning; torch raises ZeroDivisionError). An
+    unsigned type's values reach past the signed type's range, where its signed twin would divide differently."""
+    info = np.iinfo(dtype)
+    signed = info.min < 0
+    a0 = np.array([7, -7, 7, -7, 0, 6, -1, 100, -128, 127, 5] if signed else [7, 0, 6, 255, info.max - 2, 13, 5], dtype)
+    b0 = np.array([2, 2, -2, -2, 3, -3, 4, -7, -1, 1, 0] if signed else [2, 3, 4, 16, 3, 1, 0], dtype)
     a, b = Tensor(a0, device=device), Tensor(b0, device=device)
     with np.errstate(divide="ignore", over="ignore"):
         want_div, want_mod = a0 // b0, a0 % b0
     for got, want in ((a // b, want_div), (a % b, want_mod)):
         assert got.dtype.np == np.dtype(dtype), f"{got.dtype} for {np.dtype(dtype)}"
         np.testing.assert_array_equal(got.numpy(), want)
-    if torch is not None:  # NOTE: torch raises for the 0 divisor and cannot hold uint16+; compare the rest
+    # NOTE: torch raises for the 0 divisor (compare the rest) and has no // for uint16 and wider
+    if torch is not None and dtype not in (np.uint16, np.uint32, np.uint64):
         ta, tb = torch.tensor(a0[:-1]), torch.tensor(b0[:-1])
         np.testing.assert_array_equal((a // b).numpy()[:-1], (ta // tb).numpy())
         np.testing.assert_array_equal((a % b).numpy()[:-1], (ta % tb).numpy())
@@ -252,6 +252,19 @@ def test_integer_true_division_and_powers(device: str) -> None:
             torch.tensor(a0) ** -1
     with pytest.raises(ValueError, match="negative integer powers"):
         np.array([2]) ** -1
+
+
+def test_nan_propagates_through_max_and_min_at_vector_sizes(device: str) -> None:
+    """A NaN anywhere in a max or min is a NaN out, as in numpy, at a size where the kernels are vectorized (a vector
+    max is a compare and select of its own, apart from the scalar one)."""
+    x0 = np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32)
+    x0[3, 5] = x0[10, ::7] = x0[63, 63] = np.nan
+    x = Tensor(x0, device=device)
+    cases = {"relu": (x.relu(), np.maximum(x0, 0)), "maximum": (x.maximum(0.5), np.maximum(x0, 0.5)),
+             "minimum": (x.minimum(-0.5), np.minimum(x0, -0.5)), "max(1)": (x.max(1), x0.max(1)),
+             "max(0)": (x.max(0), x0.max(0)), "min(1)": (x.min(1), x0.min(1))}  # fmt: skip
+    for name, (got, want) in cases.items():
+        np.testing.assert_array_equal(got.numpy(), want, err_msg=name)  # NOTE: NaN equals NaN here
 
 
 def test_asinh_of_large_negative_values_does_not_cancel(device: str) -> None:

@@ -37,3 +37,14 @@ def test_unbound_variable_cannot_be_realized() -> None:
     i = Variable("j", 1, 8)
     with pytest.raises(ValueError, match="cannot reshape"):
         Tensor.ones(2, 4).reshape(2, i)
+
+
+@pytest.mark.parametrize("i_n, j_n", [(3, 5), (5, 3)])
+def test_two_variables_are_each_their_own_kernel_argument(device: str, i_n: int, j_n: int) -> None:
+    """A kernel over (i, j) takes both values; each bound the other way round, so values passed in the wrong order
+    (or one passed twice) read the wrong elements."""
+    i, j = Variable("i", 1, 8).bind(i_n), Variable("j", 1, 8).bind(j_n)
+    x0 = np.arange(i_n * j_n, dtype=np.float32).reshape(i_n, j_n)
+    x = Tensor(x0, device=device).reshape(i, j)
+    np.testing.assert_allclose((x * 2).sum(1).numpy(), (x0 * 2).sum(1))
+    np.testing.assert_allclose((x * 2).sum(0).numpy(), (x0 * 2).sum(0))
