@@ -59,8 +59,8 @@ def main(
 
 Root = Annotated[
     Path | None,
-    typer.Option("--root", help="folder a spec's files (extends, data.path) may come from besides the spec's own "
-                 "folder (default: the current folder)"),
+    typer.Option("--root", parser=Path, help="folder a spec's files (extends, data.path) may come from besides the "
+                 "spec's own folder (default: the current folder)"),
 ]  # fmt: skip
 AllowOutside = Annotated[
     bool, typer.Option("--allow-outside", help="let a spec name files outside its folder and --root")
@@ -93,7 +93,12 @@ def demo_command(
 
 @app.command("validate")
 def validate_command(
-    spec: Annotated[Path, typer.Argument(help="the spec file (YAML), or a run folder (its spec.resolved.yaml)")],
+    spec: Annotated[
+        Path,
+        typer.Argument(
+            parser=Path, metavar="SPEC", help="the spec file (YAML), or a run folder (its spec.resolved.yaml)"
+        ),
+    ],
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the summary or the errors as JSON")] = False,
     batch: Annotated[
@@ -129,17 +134,23 @@ def _one_length(epochs: int | None, steps: int | None) -> None:
 @app.command("train")
 def train_command(
     spec: Annotated[
-        Path | None, typer.Argument(help="the spec file (YAML), or a run folder to train its spec again")
+        Path | None,
+        typer.Argument(
+            parser=Path, metavar="SPEC", help="the spec file (YAML), or a run folder to train its spec again"
+        ),
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
     device: DeviceName = None,
-    out: Annotated[Path | None, typer.Option(help="folder for run folders (default: runs)")] = None,
+    out: Annotated[Path | None, typer.Option(parser=Path, help="folder for run folders (default: runs)")] = None,
     epochs: Annotated[int | None, typer.Option(min=1, help="train for this many epochs instead")] = None,
     steps: Annotated[
         int | None, typer.Option(min=1, help="train for exactly this many steps (the last epoch may be partial)")
     ] = None,
     resume: Annotated[
-        Path | None, typer.Option(help="continue the run in this folder, as it was started, from its newest checkpoint")
+        Path | None,
+        typer.Option(
+            parser=Path, help="continue the run in this folder, as it was started, from its newest checkpoint"
+        ),
     ] = None,
     root: Root = None,
     allow_outside: AllowOutside = False,
@@ -154,11 +165,17 @@ def train_command(
 
 @app.command("run")
 def run_command(
-    spec: Annotated[Path, typer.Argument(help="the spec file (YAML), or a run folder (its spec and final weights)")],
+    spec: Annotated[
+        Path,
+        typer.Argument(
+            parser=Path, metavar="SPEC", help="the spec file (YAML), or a run folder (its spec and final weights)"
+        ),
+    ],
     input_path: Annotated[
         Path,
         typer.Option(
             "--input",
+            parser=Path,
             help="examples: .npy, .csv (header row) or .json (nested lists); or one .png/.jpg "
             "image for a model trained on an images source; for a model with several inputs, a .npz (an array per "
             "input) or a .json object (input name -> examples)",
@@ -166,11 +183,15 @@ def run_command(
     ],
     weights: Annotated[
         Path | None,
-        typer.Option(help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"),
+        typer.Option(
+            parser=Path, help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"
+        ),
     ] = None,
     output: Annotated[
         Path | None,
-        typer.Option(help="write the outputs to this .npy, .csv or .json file (several outputs: .npz or .json)"),
+        typer.Option(
+            parser=Path, help="write the outputs to this .npy, .csv or .json file (several outputs: .npz or .json)"
+        ),
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
     device: DeviceName = None,
@@ -190,10 +211,17 @@ def run_command(
 
 @app.command("evaluate")
 def evaluate_command(
-    spec: Annotated[Path, typer.Argument(help="a run folder (its spec and final weights), or a spec with --weights")],
+    spec: Annotated[
+        Path,
+        typer.Argument(
+            parser=Path, metavar="SPEC", help="a run folder (its spec and final weights), or a spec with --weights"
+        ),
+    ],
     weights: Annotated[
         Path | None,
-        typer.Option(help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"),
+        typer.Option(
+            parser=Path, help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"
+        ),
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.width=64")] = None,
     device: DeviceName = None,
@@ -218,10 +246,12 @@ def evaluate_command(
 
 @app.command("compare")
 def compare_command(
-    runs: Annotated[list[Path], typer.Argument(help="run folders that `specgrad train` wrote")],
+    runs: Annotated[
+        list[Path], typer.Argument(parser=Path, metavar="RUNS", help="run folders that `specgrad train` wrote")
+    ],
     as_json: Annotated[bool, typer.Option("--json", help="print the comparison as JSON")] = False,
     plot: Annotated[
-        Path | None, typer.Option(help="write one PNG of the runs' curves to this file (needs matplotlib)")
+        Path | None, typer.Option(parser=Path, help="write one PNG of the runs' curves to this file (needs matplotlib)")
     ] = None,
 ) -> None:
     """Runs side by side: final and best metrics, test figures, and the spec keys that differ between them."""
@@ -233,7 +263,10 @@ def compare_command(
 @app.command("generate")
 def generate_command(
     spec: Annotated[
-        Path, typer.Argument(help="a run folder of a character language model (or its spec and --weights)")
+        Path,
+        typer.Argument(
+            parser=Path, metavar="SPEC", help="a run folder of a character language model (or its spec and --weights)"
+        ),
     ],
     prompt: Annotated[str, typer.Option(help="the text to go on from")],
     tokens: Annotated[int, typer.Option(help="how many characters to write")] = 200,
@@ -243,7 +276,8 @@ def generate_command(
     top_k: Annotated[int | None, typer.Option(help="draw from the k likeliest characters only")] = None,
     seed: Annotated[int, typer.Option(help="the same seed writes the same text")] = 0,
     weights: Annotated[
-        Path | None, typer.Option(help="trained weights (default: the run folder's final model.safetensors)")
+        Path | None,
+        typer.Option(parser=Path, help="trained weights (default: the run folder's final model.safetensors)"),
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.width=64")] = None,
     device: DeviceName = None,
@@ -265,7 +299,10 @@ class Backend(str, Enum):
 
 @app.command("sweep")
 def sweep_command(
-    spec: Annotated[Path | None, typer.Argument(help="the spec file (YAML) to train with each set of values")] = None,
+    spec: Annotated[
+        Path | None,
+        typer.Argument(parser=Path, metavar="SPEC", help="the spec file (YAML) to train with each set of values"),
+    ] = None,
     grid: Annotated[
         list[str] | None,
         typer.Option(help="a key and its values: --grid train.lr=0.001,0.01 (or low..high with --random)"),
@@ -278,7 +315,7 @@ def sweep_command(
     epochs: Annotated[int | None, typer.Option(min=1, help="train each trial for this many epochs")] = None,
     steps: Annotated[int | None, typer.Option(min=1, help="train each trial for exactly this many steps")] = None,
     device: DeviceName = None,
-    out: Annotated[Path | None, typer.Option(help="folder for the sweep folder (default: runs)")] = None,
+    out: Annotated[Path | None, typer.Option(parser=Path, help="folder for the sweep folder (default: runs)")] = None,
     backend: Annotated[Backend, typer.Option(help="local (processes on this machine) or ray")] = Backend.local,
     address: Annotated[
         str | None, typer.Option(help="the Ray cluster to run on (default with --backend ray: a local Ray instance)")
@@ -287,7 +324,8 @@ def sweep_command(
         int | None, typer.Option(min=1, help="trials at once (default: one per core, up to the number of trials)")
     ] = None,
     resume: Annotated[
-        Path | None, typer.Option(help="continue this sweep folder: its unfinished trials (a failed one is a result)")
+        Path | None,
+        typer.Option(parser=Path, help="continue this sweep folder: its unfinished trials (a failed one is a result)"),
     ] = None,
     root: Root = None,
     allow_outside: AllowOutside = False,
@@ -303,14 +341,22 @@ def sweep_command(
 
 @app.command("export")
 def export_command(
-    spec: Annotated[Path, typer.Argument(help="the spec file (YAML), or a run folder (its spec and final weights)")],
+    spec: Annotated[
+        Path,
+        typer.Argument(
+            parser=Path, metavar="SPEC", help="the spec file (YAML), or a run folder (its spec and final weights)"
+        ),
+    ],
     fmt: Annotated[str, typer.Option("--format", help="safetensors, onnx or c")],
     weights: Annotated[
         Path | None,
-        typer.Option(help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"),
+        typer.Option(
+            parser=Path, help="trained weights: a model.safetensors or any checkpoint (default: the run folder's final)"
+        ),
     ] = None,
     out: Annotated[
-        Path | None, typer.Option(help="the file to write (default for a run folder: model.onnx, model.c there)")
+        Path | None,
+        typer.Option(parser=Path, help="the file to write (default for a run folder: model.onnx, model.c there)"),
     ] = None,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
     root: Root = None,
@@ -341,12 +387,14 @@ def bench_command(
         int | None, typer.Option(min=1, help="threads of specgrad, numpy's BLAS and PyTorch alike (default: all cores)")
     ] = None,
     compare: Annotated[
-        Path | None, typer.Option(help="a --json document of an earlier run: also print each workload's change")
+        Path | None,
+        typer.Option(parser=Path, help="a --json document of an earlier run: also print each workload's change"),
     ] = None,
 ) -> None:
     """Time matmul, elementwise, reductions, conv2d, training steps and start-up against numpy and PyTorch, every
     side on the same number of threads."""
     with handled():
+        check_paths({"--compare": compare})
         bench(device, as_json, only or [], quick, seconds, repeat, threads, compare)
 
 

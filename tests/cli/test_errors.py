@@ -275,3 +275,26 @@ def test_reading_options_set_the_flags_for_the_command(weights: Path, examples: 
         seen.clear()
         assert invoke(*command).exit_code == 1 and seen == [defaults], "without the options: the environment's values"
     assert invoke("validate", MLP, "--max-file-mb", "0").exit_code == 2, "at least 1 MiB"
+
+
+# NOTE: every path parameter of every command (cli/main.py parses them as plain Paths, so none is typer's to check)
+NULL_BYTE_PATHS = [
+    ["validate", "s\0.yaml"], ["validate", "specs/digits_mlp.yaml", "--root", "r\0"],
+    ["train", "s\0.yaml"], ["train", "specs/digits_mlp.yaml", "--out", "r\0"], ["train", "--resume", "r\0"],
+    ["run", "s\0", "--input", "x.npy"], ["run", "specs/digits_mlp.yaml", "--weights", "w\0", "--input", "x.npy"],
+    ["run", "specs/digits_mlp.yaml", "--weights", "w", "--input", "x\0.npy"],
+    ["run", "specs/digits_mlp.yaml", "--weights", "w", "--input", "x.npy", "--output", "y\0.npy"],
+    ["evaluate", "s\0"], ["evaluate", "specs/digits_mlp.yaml", "--weights", "w\0"],
+    ["compare", "a\0", "b"], ["compare", "a", "b", "--plot", "p\0.png"],
+    ["generate", "s\0", "--prompt", "a"], ["generate", "specs/char_gpt.yaml", "--weights", "w\0", "--prompt", "a"],
+    ["sweep", "s\0.yaml"], ["sweep", "specs/digits_mlp.yaml", "--out", "o\0"], ["sweep", "--resume", "r\0"],
+    ["export", "s\0", "--format", "onnx"], ["export", "specs/digits_mlp.yaml", "--weights", "w\0", "--format", "onnx"],
+    ["export", "specs/digits_mlp.yaml", "--weights", "w", "--format", "onnx", "--out", "m\0.onnx"],
+    ["bench", "--compare", "c\0.json"],
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("args", NULL_BYTE_PATHS, ids=lambda a: " ".join(a).replace("\0", "\\0"))
+def test_a_path_holding_a_null_byte_is_a_bad_command_line(args: list[str]) -> None:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2 and "null byte" in result.output and "Traceback" not in result.output, result.output
