@@ -119,8 +119,8 @@ def _discard_stdout() -> None:
 
 
 def check_paths(paths: dict[str, Path | None]) -> None:
-    """Paths from the command line (option name -> path): one holding a null byte is a bad command line (exit 2, as
-    typer itself says when it converts the path)."""
+    """Paths from the command line (option name -> path): one holding a null byte is a bad command line (exit 2).
+    The only check of it: cli/main.py parses every path parameter as a plain Path, which typer does not look into."""
     for option, path in paths.items():
         if path is not None and "\0" in str(path):
             shown = str(path).replace("\0", "\\0")

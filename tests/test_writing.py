@@ -329,7 +329,7 @@ def test_run_output_on_a_full_disk_exits_3(weights: Path, examples: Path, tmp_pa
 def test_output_paths_that_cannot_be_used(weights: Path, examples: Path, tmp_path: Path) -> None:
     result = run_to(weights, examples, tmp_path / "no-such" / "y.npy")
     assert result.exit_code == 1 and f"the folder {tmp_path / 'no-such'} does not exist" in result.output
-    result = run_to(weights, examples, tmp_path / "y\0.npy")  # NOTE: a bad command line, as typer says itself
+    result = run_to(weights, examples, tmp_path / "y\0.npy")  # NOTE: a bad command line (exit 2)
     assert result.exit_code == 2 and "null byte" in result.output
     assert "Traceback" not in result.output and list(tmp_path.iterdir()) == []
 
