@@ -142,7 +142,7 @@ GENERATED = re.compile(
     r"(data|var|val|alu|acc|vec|gidx|ridx|lo|hi)\d+|[Er](_(\d+|n))+(_args|_body)?|sg_\w+|[a-z]|__has_builtin"
     r"|__builtin_(elementwise_(fma|sqrt)|ia32_(vfmadd|sqrt)p[sd]\d*(_mask)?)|__(SSE|SSE2|AVX|AVX512F|FMA|aarch64|clang)__"
     r"|defined|elif|endif|define|__builtin_fmaf?|__builtin_convertvector"
-    r"|convert_(int|long)\d+|int\d+|long\d+|float\d+"
+    r"|convert_(int|long)\d+|int\d+|long\d+|float\d+|as_(int|float)\d*"
 )
 
 

@@ -188,6 +188,56 @@ VECTOR_EXP2F = """static inline VT VT_exp2(VT x) {
   p = p * f + 1.0f;
   return p * (VT)((k + 127) << 23) * (VT)((n - k + 127) << 23);
 }"""
+# NOTE: the scalar twin of VECTOR_EXP2F, operation for operation, so a value computed lane by lane in one kernel and
+# in a vector in another has the same bits: backward rules compare recomputed values with the forward's (max's
+# x == max mask), and libm's exp2f rounding differently from the polynomial made that mask empty (0/0, issue 29)
+SCALAR_EXP2F = """static inline float sg_exp2f(float x) {
+  x = x > 128.0f ? 128.0f : x < -151.0f ? -151.0f : x;
+  float t = x + 0x1.8p+23f, f = x - (t - 0x1.8p+23f);
+  union { float f; int i; } sg_t = { t }, sg_two_k, sg_two_n_k;
+  int n = x == x ? sg_t.i - 0x4b400000 : 0, k = n >> 1;
+  float p = f * 0x1.41fbbcp-13f + 0x1.5f3e54p-10f;
+  p = p * f + 0x1.3b2d4cp-7f;
+  p = p * f + 0x1.c6aee8p-5f;
+  p = p * f + 0x1.ebfbdcp-3f;
+  p = p * f + 0x1.62e43p-1f;
+  p = p * f + 1.0f;
+  sg_two_k.i = (k + 127) << 23;
+  sg_two_n_k.i = (n - k + 127) << 23;
+  return p * sg_two_k.f * sg_two_n_k.f;
+}"""
+# NOTE: the same exp2 in OpenCL, one source for scalars and vectors (select and as_ take both; a scalar comparison
+# is 1 where a vector's is -1, and select reads either as true). The builtin exp2 of PoCL rounds differently on
+# scalars and vectors, and a kernel's compiler may vectorize scalar code across work-items; contraction is off, as in
+# C, so the bits are the same whatever the device fuses.
+OPENCL_EXP2 = """VT sg_exp2_VT(VT x) {
+  #pragma OPENCL FP_CONTRACT OFF
+  x = select(x, (VT)(128.0f), x > 128.0f);
+  x = select(x, (VT)(-151.0f), x < -151.0f);
+  VT t = x + 0x1.8p+23f, f = x - (t - 0x1.8p+23f);
+  IT n = select((IT)(0), as_IT(t) - 0x4b400000, x == x), k = n >> 1;
+  VT p = f * 0x1.41fbbcp-13f + 0x1.5f3e54p-10f;
+  p = p * f + 0x1.3b2d4cp-7f;
+  p = p * f + 0x1.c6aee8p-5f;
+  p = p * f + 0x1.ebfbdcp-3f;
+  p = p * f + 0x1.62e43p-1f;
+  p = p * f + 1.0f;
+  return p * as_VT((k + 127) << 23) * as_VT((n - k + 127) << 23);
+}"""
+
+
+def _opencl_math(fn: str, dtype: DType, width: int) -> tuple[str, str] | None:
+    """OpenCL's own function for math `fn` on `width` `dtype`s: exp2 on floats is ours; the other transcendentals
+    take the builtin lane by lane on vectors, so they round as on scalars (PoCL's vector sin also returned 0.01 for
+    sin(1e-30), its vector double exp2 differs from its scalar one); sqrt and fma stay builtins (one rounding each)."""
+    t = OPENCL_DIALECT.type_names[dtype]
+    vt = t if width == 1 else f"{t}{width}"
+    if (fn, dtype) == ("exp2", dtypes.float32):
+        return f"sg_exp2_{vt}", OPENCL_EXP2.replace("VT", vt).replace("IT", "int" if width == 1 else f"int{width}")
+    if fn not in ("exp2", "log2", "sin") or width == 1:
+        return None
+    lanes = ", ".join(f"{fn}(x.s{i:x})" for i in range(width))
+    return f"sg_{fn}_{vt}", f"{vt} sg_{fn}_{vt}({vt} x) {{ return ({vt})({lanes}); }}"
 
 
 # *** the dialects: one table each ***
@@ -212,6 +262,7 @@ class CDialect:
     round_to: dict[DType, str]  # {x}: every result of that dtype, rounded to its precision
     casts: dict[tuple[DType, DType], str]  # (from, to) -> {x} cast in a form of its own
     math_suffix: dict[DType, str]  # per float dtype: expf or exp
+    own_math: Callable[[str, DType, int], tuple[str, str] | None]  # (fn, dtype, lanes) -> (our function, its source)
     fused_mulacc: str  # float32/float64 a*b+c, fused where the hardware has it: {a} {b} {c} {suffix}
     # the chunks before the kernel, in this order, each only where the kernel needs it
     header: str  # always
@@ -267,6 +318,8 @@ C_DIALECT = CDialect(
     round_to={dtypes.float16: "sg_rh({x})"},
     casts={(dtypes.float64, dtypes.float16): "sg_d2f_odd({x})"},  # NOTE: then rounded to half, as every half result
     math_suffix={dtypes.float16: "f", dtypes.float32: "f", dtypes.float64: ""},
+    own_math=lambda fn, dtype, width: ("sg_exp2f", SCALAR_EXP2F) if (fn, dtype, width) == ("exp2", dtypes.float32, 1)
+    else None,  # NOTE: on vectors, c_vector_helpers has it
     fused_mulacc="sg_fma{suffix}({a},{b},{c})",
     header="#include <math.h>",
     extensions={},
@@ -307,6 +360,7 @@ OPENCL_DIALECT = CDialect(
     round_to={},
     casts={},
     math_suffix={dtypes.float16: "", dtypes.float32: "", dtypes.float64: ""},  # overloaded per type
+    own_math=lambda fn, dtype, width: _opencl_math(fn, dtype, width),
     # NOTE: OpenCL contracts a*b+c into one fma where the device has it (FP_CONTRACT is on by default), where
     # PoCL's fma() on vectors is 3 times slower than that
     fused_mulacc="(({a}*{b})+{c})",
@@ -492,6 +546,7 @@ class _Renderer:
         self.counts: dict[str, int] = {}
         self.parallel_end: str | None = None  # the parallel loop's trip count, once it is rendered
         self.vector_maths: dict[tuple[DType, int], set[str]] = {}  # vector types used -> the helpers called on them
+        self.own_maths: dict[str, str] = {}  # the dialect's own math functions called: name -> source
 
     def fresh(self, prefix: str) -> str:
         n = self.counts.get(prefix, 0)
@@ -563,7 +618,7 @@ class _Renderer:
         xs = [self.names[id(v)] for v in vin]
         if u.width > 1:
             return self.vector_alu(u, vin, xs)
-        expr = ALU_OPS[u.arg](xs, u.dtype, u.vin[0].dtype, self.d)
+        expr = self.own_math_call(u, xs) or ALU_OPS[u.arg](xs, u.dtype, u.vin[0].dtype, self.d)
         return self.d.round_to.get(u.dtype, "{x}").format(x=expr)  # type: ignore[arg-type]
 
     def vector_alu(self, u: UOp, vin: tuple[UOp, ...], xs: list[str]) -> str:
@@ -578,8 +633,17 @@ class _Renderer:
         vt = self.type_of(u)
         if u.arg is BinaryOps.MAX:
             return self.d.vector_max.format(vt=vt, a=xs[0], b=xs[1])
+        if own := self.own_math_call(u, xs):
+            return own
         scalar = ALU_OPS[u.arg](xs, u.dtype, u.vin[0].dtype, self.d)
         return self.vector_call(u, scalar, xs) if u.arg in _VECTOR_CALLS else scalar
+
+    def own_math_call(self, u: UOp, xs: list[str]) -> str | None:
+        """Op u as a call of the dialect's own function for it (its source noted for the header), if it has one."""
+        if u.arg not in _VECTOR_CALLS or (own := self.d.own_math(_VECTOR_CALLS[u.arg], u.dtype, u.width)) is None:  # type: ignore[arg-type]
+            return None
+        name, self.own_maths[name] = own
+        return f"{name}({','.join(xs)})"
 
     def broadcast(self, v: UOp, x: str, width: int) -> str:
         return x if v.width > 1 else self.splat(x, v.dtype, width)  # type: ignore[arg-type]
@@ -675,6 +739,7 @@ class _Renderer:
         if mulaccs - {dtypes.float16}:
             chunks.append(d.fma_header)
         chunks += [d.dtype_helpers[t] for t in used if t in d.dtype_helpers]
+        chunks += [self.own_maths[name] for name in sorted(self.own_maths)]
         for (dtype, width), maths in sorted(self.vector_maths.items(), key=lambda x: (x[0][0], x[0][1])):
             chunks += d.vector_helpers(dtype, width, maths)
         if self.parallel_end is not None:

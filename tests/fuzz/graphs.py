@@ -130,6 +130,46 @@ def _softmax(name: str) -> OpKind:
     )
 
 
+# activations as (specgrad, torch, numpy) code of {0}, for "pool": one of them, then a max or min over any axis
+ACTIVATIONS = {
+    "exp": ("({0} * 0.7).exp()", "({0} * 0.7).exp()", "np.exp({0} * 0.7)"),
+    "log": ("({0}.abs() + 0.1).log()", "({0}.abs() + 0.1).log()", "np.log(np.abs({0}) + 0.1)"),
+    "sin": ("({0} * 3).sin()", "({0} * 3).sin()", "np.sin({0} * 3)"),
+    "tanh": ("{0}.tanh()", "{0}.tanh()", "np.tanh({0})"),
+    "sigmoid": ("{0}.sigmoid()", "{0}.sigmoid()", "1 / (1 + np.exp(-{0}))"),
+    "gelu": ("{0}.gelu()", "F.gelu({0}, approximate='tanh')",
+             "0.5 * {0} * (1 + np.tanh(0.7978845608028654 * ({0} + 0.044715 * {0} ** 3)))"),
+    "softmax": ("{0}.softmax(-1)", "{0}.softmax(-1)", "np_softmax({0}, -1)"),
+}  # fmt: skip
+
+
+def _gen_pool(rng, shape):
+    """An activation, max or min, the axis and keepdim: backward rules compare what a kernel recomputes (issue 29)."""
+    if not shape:
+        return None
+    return (
+        str(rng.choice(list(ACTIVATIONS))),
+        str(rng.choice(["max", "min"])),
+        int(rng.integers(len(shape))),
+        bool(rng.integers(2)),
+    )
+
+
+def _pool_shape(s, p):
+    return _reduced(s[0], (p[2],), p[3]) if p[2] < len(s[0]) else None
+
+
+def _pool(flavour: int) -> Callable:
+    def render(n, s, p):
+        act, red, axis, keep = p
+        x = ACTIVATIONS[act][flavour].format(n[0])
+        if flavour == 2:
+            return f"({x}).{red}({axis}, keepdims={keep})"
+        return f"({x}).{red if flavour == 0 else 'a' + red}({axis}, keepdim={keep})"
+
+    return render
+
+
 def _matmul_shape(s, p):
     a, b = s
     if len(a) < 1 or len(b) != 2 or a[-1] != b[0]:
@@ -255,6 +295,12 @@ OPS: dict[str, OpKind] = {
         _unary("sigmoid", "{0}.sigmoid()", npf="1 / (1 + np.exp(-{0}))"),
         _unary("sin", "{0}.sin()", npf="np.sin({0})"),
         _unary("exp", "{0}.tanh().exp()", npf="np.exp(np.tanh({0}))"),
+        _unary(
+            "gelu",
+            "{0}.gelu()",
+            "F.gelu({0}, approximate='tanh')",
+            "0.5 * {0} * (1 + np.tanh(0.7978845608028654 * ({0} + 0.044715 * {0} ** 3)))",
+        ),  # fmt: skip
         _unary("log", "({0} * {0} + 1).log()", npf="np.log({0} * {0} + 1)"),
         _unary("sqrt", "({0} * {0} + 1).sqrt()", npf="np.sqrt({0} * {0} + 1)"),
         _unary("recip", "1 / ({0} * {0} + 1)"),
@@ -270,7 +316,9 @@ OPS: dict[str, OpKind] = {
         _reduce("sum", "sum", "sum"),
         _reduce("mean", "mean", "mean"),
         _reduce("max", "max", "amax"),
+        _reduce("min", "min", "amin"),
         _softmax("softmax"),
+        OpKind("pool", 1, _pool_shape, _gen_pool, _pool(0), _pool(1), _pool(2), 2),
         _softmax("log_softmax"),
         OpKind("matmul", 2, _matmul_shape, _gen_matmul, _text("{0} @ {1}"), _text("{0} @ {1}"), _text("{0} @ {1}"), 3),
         OpKind(
@@ -482,7 +530,8 @@ def random_graph(seed: int, n_ops: int = 6) -> Graph:
                 params = (*params[:3], groups)
             args = (a, b)
         s = kind.shape([trial_shapes[i] for i in args], params)
-        if s is None or math.prod(s) > MAX_NUMEL or 0 in s:
+        # NOTE: a new operand (a matmul's weight) is bounded like every node, or the graph is not valid
+        if s is None or any(math.prod(x) > MAX_NUMEL or 0 in x for x in [*trial_shapes[len(shapes) :], s]):
             continue
         nodes, shapes = trial_nodes + [Node(kind.name, args, params)], trial_shapes + [tuple(s)]
     return prune(Graph(tuple(nodes), seed))
@@ -552,10 +601,10 @@ def np_conv2d(x: np.ndarray, w: np.ndarray, stride: int, pad: int, dil: int, gro
     return out
 
 
-def run_numpy(g: Graph) -> np.ndarray:
-    """The float64 forward in numpy, the reference where torch is missing (gradients are then not checked)."""
+def run_numpy(g: Graph, xs: list[np.ndarray] | None = None) -> np.ndarray:
+    """The float64 forward in numpy (of the graph's own inputs, or of `xs`), the reference where torch is missing."""
     env = {"np": np, "np_softmax": np_softmax, "np_log_softmax": np_log_softmax, "np_conv2d": np_conv2d}
-    env.update(zip(input_names(g), [x.astype(np.float64) for x in g.inputs()]))
+    env.update(zip(input_names(g), [x.astype(np.float64) for x in (g.inputs() if xs is None else xs)]))
     for name, expr in g.lines("np"):
         env[name] = eval(expr, env)
     return np.asarray(env[g.names()[-1]], dtype=np.float64)
@@ -595,6 +644,24 @@ def reference(g: Graph):
     return run_torch(g, torch.float64) if torch is not None else (run_numpy(g), None)
 
 
+def directional_miss(g: Graph, grads: list[np.ndarray]) -> str | None:
+    """Without torch, the gradients against float64 finite differences of the numpy forward, one random direction v
+    per input: <grad, v> against (L(x + hv) - L(x - hv)) / 2h for L = sum(out * w). Two forwards per input, so every
+    gradient is checked on every graph; a NaN, a dropped or doubled term shows as O(1) of the sum's scale."""
+    xs, w = [x.astype(np.float64) for x in g.inputs()], loss_weight(g)
+    rng = np.random.default_rng(g.seed + 2)
+    h = 1e-6
+    for i, (x, grad) in enumerate(zip(xs, grads)):
+        v = rng.standard_normal(x.shape)
+        step = [*xs[:i], x + h * v, *xs[i + 1 :]], [*xs[:i], x - h * v, *xs[i + 1 :]]
+        fd = float(((run_numpy(g, step[0]) - run_numpy(g, step[1])) * w).sum() / (2 * h))
+        dot = float((grad.astype(np.float64) * v).sum())
+        tol = RTOL * (float(np.abs(grad * v).sum()) + abs(fd)) + ATOL
+        if not abs(dot - fd) <= tol:  # NOTE: written so that a NaN fails
+            return f"gradient of x{i} off: <grad, v> = {dot:.6g}, finite differences {fd:.6g} (tolerance {tol:.3g})"
+    return None
+
+
 def mismatch(g: Graph, device: str) -> str | None:
     """Why specgrad on `device` disagrees with the float64 reference on `g`, or None. A miss counts only when float32
     torch meets the same tolerance, so an ill-conditioned graph (a relu or max flipped by rounding) is not a bug."""
@@ -604,7 +671,9 @@ def mismatch(g: Graph, device: str) -> str | None:
     except Exception as e:  # noqa: BLE001 - an engine crash on a valid graph is a finding too
         return f"specgrad raised {type(e).__name__}: {e}"
     why = compare(g, got, want)
-    if why is None or torch is None:
+    if torch is None:
+        return why or directional_miss(g, got[1])
+    if why is None:
         return why
     return None if compare(g, run_torch(g, torch.float32), want) is not None else why
 

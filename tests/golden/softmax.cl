@@ -24,7 +24,20 @@ __kernel void r_4_6(__global float* restrict data0, __global const float* restri
   data0[gidx0] = acc0;
 }
 
-
+float sg_exp2_float(float x) {
+  #pragma OPENCL FP_CONTRACT OFF
+  x = select(x, (float)(128.0f), x > 128.0f);
+  x = select(x, (float)(-151.0f), x < -151.0f);
+  float t = x + 0x1.8p+23f, f = x - (t - 0x1.8p+23f);
+  int n = select((int)(0), as_int(t) - 0x4b400000, x == x), k = n >> 1;
+  float p = f * 0x1.41fbbcp-13f + 0x1.5f3e54p-10f;
+  p = p * f + 0x1.3b2d4cp-7f;
+  p = p * f + 0x1.c6aee8p-5f;
+  p = p * f + 0x1.ebfbdcp-3f;
+  p = p * f + 0x1.62e43p-1f;
+  p = p * f + 1.0f;
+  return p * as_float((k + 127) << 23) * as_float((n - k + 127) << 23);
+}
 /* kernel */
 __kernel void r_4_6(__global float* restrict data0, __global const float* restrict data1, __global const float* restrict data2) {
   int gidx0 = (int)get_global_id(0);
@@ -33,43 +46,56 @@ __kernel void r_4_6(__global float* restrict data0, __global const float* restri
   float val1 = data2[gidx0];
   float alu0 = (val0-val1);
   float alu1 = (alu0*0x1.715476p+0f);
-  float alu2 = exp2(alu1);
+  float alu2 = sg_exp2_float(alu1);
   float alu3 = (acc0+alu2);
   acc0 = alu3;
   float val2 = data1[((gidx0*6)+1)];
   float alu4 = (val2-val1);
   float alu5 = (alu4*0x1.715476p+0f);
-  float alu6 = exp2(alu5);
+  float alu6 = sg_exp2_float(alu5);
   float alu7 = (acc0+alu6);
   acc0 = alu7;
   float val3 = data1[((gidx0*6)+2)];
   float alu8 = (val3-val1);
   float alu9 = (alu8*0x1.715476p+0f);
-  float alu10 = exp2(alu9);
+  float alu10 = sg_exp2_float(alu9);
   float alu11 = (acc0+alu10);
   acc0 = alu11;
   float val4 = data1[((gidx0*6)+3)];
   float alu12 = (val4-val1);
   float alu13 = (alu12*0x1.715476p+0f);
-  float alu14 = exp2(alu13);
+  float alu14 = sg_exp2_float(alu13);
   float alu15 = (acc0+alu14);
   acc0 = alu15;
   float val5 = data1[((gidx0*6)+4)];
   float alu16 = (val5-val1);
   float alu17 = (alu16*0x1.715476p+0f);
-  float alu18 = exp2(alu17);
+  float alu18 = sg_exp2_float(alu17);
   float alu19 = (acc0+alu18);
   acc0 = alu19;
   float val6 = data1[((gidx0*6)+5)];
   float alu20 = (val6-val1);
   float alu21 = (alu20*0x1.715476p+0f);
-  float alu22 = exp2(alu21);
+  float alu22 = sg_exp2_float(alu21);
   float alu23 = (acc0+alu22);
   acc0 = alu23;
   data0[gidx0] = acc0;
 }
 
-
+float sg_exp2_float(float x) {
+  #pragma OPENCL FP_CONTRACT OFF
+  x = select(x, (float)(128.0f), x > 128.0f);
+  x = select(x, (float)(-151.0f), x < -151.0f);
+  float t = x + 0x1.8p+23f, f = x - (t - 0x1.8p+23f);
+  int n = select((int)(0), as_int(t) - 0x4b400000, x == x), k = n >> 1;
+  float p = f * 0x1.41fbbcp-13f + 0x1.5f3e54p-10f;
+  p = p * f + 0x1.3b2d4cp-7f;
+  p = p * f + 0x1.c6aee8p-5f;
+  p = p * f + 0x1.ebfbdcp-3f;
+  p = p * f + 0x1.62e43p-1f;
+  p = p * f + 1.0f;
+  return p * as_float((k + 127) << 23) * as_float((n - k + 127) << 23);
+}
 /* kernel */
 __kernel void E_4_6(__global float* restrict data0, __global const float* restrict data1, __global const float* restrict data2, __global const float* restrict data3) {
   int gidx0 = (int)get_global_id(0);
@@ -78,7 +104,7 @@ __kernel void E_4_6(__global float* restrict data0, __global const float* restri
   float val1 = data2[gidx1];
   float alu0 = (val0-val1);
   float alu1 = (alu0*0x1.715476p+0f);
-  float alu2 = exp2(alu1);
+  float alu2 = sg_exp2_float(alu1);
   float val2 = data3[gidx1];
   float alu3 = (alu2/val2);
   data0[((gidx1*6)+gidx0)] = alu3;
