@@ -29,7 +29,7 @@ from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.codegen.uops import render_uops
 from specgrad.dtype import DType, dtypes
 from specgrad.flags import CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU, OPT
-from specgrad.helpers import cores
+from specgrad.helpers import InvalidArgument, cores
 from specgrad.ops import LazyOp, Op, get_lazyop_info
 from specgrad.shape.symbolic import Variable, sint, sym_infer
 
@@ -143,8 +143,8 @@ class Allocator:
     """Device memory in bytes. Subclasses implement _alloc, _free, copyin and copyout."""
 
     def alloc(self, nbytes: int) -> Any:
-        if nbytes < 0:
-            raise ValueError(f"cannot allocate {nbytes} bytes")
+        if nbytes < 0:  # NOTE: 0 bytes is a zero-size tensor's buffer
+            raise InvalidArgument(f"cannot allocate {nbytes} bytes")
         return self._alloc(nbytes)
 
     def free(self, opaque: Any, nbytes: int) -> None:

@@ -89,6 +89,17 @@ KINDS = ((stat.S_ISLNK, "a symbolic link"), (stat.S_ISDIR, "a folder"), (stat.S_
 UNSUPPORTED = {errno.EINVAL, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EBADF}  # NOTE: a folder's fsync, where unsupported
 
 
+class InvalidArgument(ValueError, AssertionError):
+    """A shape, axis or argument that does not fit the tensor: a ValueError, as numpy and PyTorch raise, and an
+    AssertionError, as the seed's asserts raised (an invalid permute, a non-positive allocation), so code written
+    against either catches it."""
+
+
+class OutOfRange(IndexError, AssertionError):
+    """A dimension or index outside the tensor: an IndexError, as numpy and PyTorch raise, and an AssertionError, as
+    the seed's asserts raised."""
+
+
 class WriteError(OSError):
     """An output file could not be written: names the file and the cause, keeps the errno (ENOSPC, EACCES, EROFS, ...)
     so `except OSError` still catches it. The previous file, if there was one, is as it was; no temporary is left."""

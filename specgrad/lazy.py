@@ -16,7 +16,7 @@ import numpy as np
 from specgrad.device import Buffer
 from specgrad.dtype import DType, dtypes
 from specgrad.flags import LAZYCACHE
-from specgrad.helpers import all_int
+from specgrad.helpers import InvalidArgument, all_int
 from specgrad.ops import BinaryOps, LoadOps, Op, ReduceOps, TernaryOps, UnaryOps
 from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import sint
@@ -76,7 +76,7 @@ class LazyBuffer:
             for s in srcs:
                 s.base.children.add(self)
         elif base._base is not None:
-            raise ValueError("a view's base must be a base LazyBuffer")
+            raise InvalidArgument("a view's base must be a base LazyBuffer")
 
     def __repr__(self) -> str:
         what = f"view of {self.base!r}" if self._base is not None else (self._realized or self.op)
@@ -93,7 +93,7 @@ class LazyBuffer:
     @realized.setter
     def realized(self, buf: Buffer) -> None:
         if self._base is not None:
-            raise ValueError("only a base LazyBuffer can be realized")
+            raise InvalidArgument("only a base LazyBuffer can be realized")
         self._realized = buf
         self.srcs, self.assign_target = (), None  # NOTE: drop the graph behind a realized buffer so it can be freed
 
@@ -181,9 +181,9 @@ class LazyBuffer:
         """An elementwise op over buffers of one shape."""
         srcs = (self, *in_srcs)
         if any(s.shape != self.shape for s in srcs):
-            raise ValueError(f"{op.name} needs one shape, got {[s.shape for s in srcs]}")
+            raise InvalidArgument(f"{op.name} needs one shape, got {[s.shape for s in srcs]}")
         if any(s.device != self.device for s in srcs):
-            raise ValueError(f"{op.name} needs one device, got {[s.device for s in srcs]}")
+            raise InvalidArgument(f"{op.name} needs one device, got {[s.device for s in srcs]}")
         out_dtype = arg if op is UnaryOps.CAST else dtypes.bool if op is BinaryOps.CMPLT else srcs[-1].dtype
         if (folded := _fold(op, srcs, out_dtype)) is not None:
             return folded
@@ -195,7 +195,7 @@ class LazyBuffer:
         """Reduce the axes where `new_shape` has 1 and self.shape does not (same number of dims)."""
         new_shape = tuple(new_shape)
         if len(new_shape) != len(self.shape) or any(n not in (1, s) for s, n in zip(self.shape, new_shape)):
-            raise ValueError(f"cannot reduce shape {self.shape} to {new_shape}")
+            raise InvalidArgument(f"cannot reduce shape {self.shape} to {new_shape}")
         if self.shape == new_shape:
             return self
         if 0 in self.shape or 0 in new_shape:

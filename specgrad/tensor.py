@@ -6,9 +6,6 @@ Names, signatures and semantics follow tinygrad 0.8 and PyTorch. Imports every e
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import functools
-import itertools
 import math
 import string
 from collections.abc import Callable, Iterator, Sequence
@@ -19,7 +16,7 @@ import numpy as np
 from specgrad import mlops
 from specgrad.device import Device, DeviceUnavailable
 from specgrad.dtype import DType, dtypes, to_dtype
-from specgrad.helpers import all_int, argfix, ceildiv, flatten, make_pair, prod
+from specgrad.helpers import InvalidArgument, OutOfRange, all_int, argfix, flatten, make_pair, prod
 from specgrad.lazy import LazyBuffer, full_const
 from specgrad.ops import BinaryOps, LoadOps
 from specgrad.realize import realize
@@ -69,7 +66,7 @@ class Tensor:
     def _apply(fn: type[mlops.Function], *xs: Tensor, **kwargs: Any) -> Tensor:
         devices = {x.device for x in xs}
         if len(devices) > 1:
-            raise ValueError(f"{fn.__name__} got tensors on different devices {sorted(devices)}; use .to(device)")
+            raise InvalidArgument(f"{fn.__name__} got tensors on different devices {sorted(devices)}; use .to(device)")
         ctx = fn(xs[0].device, tuple(x.requires_grad for x in xs))
         lb = ctx.forward(*[x.lazydata for x in xs], **kwargs)
         # NOTE: bool and int results (comparisons, casts) have no gradient, as in PyTorch: the graph stops there
@@ -139,7 +136,7 @@ class Tensor:
         try:  # NOTE: a symbolic shape copies out at the values its Variables are bound to
             shape = tuple(sym_infer(s, {}) for s in self.shape)
         except KeyError as e:
-            raise ValueError(f"cannot copy out a tensor of shape {self.shape}: {e.args[0]}") from None
+            raise InvalidArgument(f"cannot copy out a tensor of shape {self.shape}: {e.args[0]}") from None
         if 0 in shape:
             return np.zeros(shape, dtype=self.dtype.np)
         lb = self.lazydata.contiguous()
@@ -148,7 +145,7 @@ class Tensor:
 
     def item(self) -> Scalar:
         if self.numel() != 1:
-            raise ValueError(f"item() needs a tensor with one element, got shape {self.shape}")
+            raise InvalidArgument(f"item() needs a tensor with one element, got shape {self.shape}")
         return self.numpy().item()
 
     def tolist(self) -> Any:
@@ -156,7 +153,9 @@ class Tensor:
 
     def __bool__(self) -> bool:
         if self.numel() != 1:
-            raise ValueError(f"the truth value of a tensor of shape {self.shape} is ambiguous; use .any() or .all()")
+            raise InvalidArgument(
+                f"the truth value of a tensor of shape {self.shape} is ambiguous; use .any() or .all()"
+            )
         return bool(self.item())
 
     def detach(self) -> Tensor:
@@ -178,11 +177,11 @@ class Tensor:
     def assign(self, x: Tensor | Any) -> Tensor:
         """Replace this tensor's value in place (same shape and dtype); used by optimizers."""
         if self.device.startswith("DISK"):  # NOTE: runtime/ops_disk.py maps files read-only
-            raise ValueError(f"cannot assign to a tensor on {self.device}: disk tensors are read-only (nothing was "
-                             "written); save tensors with specgrad.nn.state.safe_save")  # fmt: skip
+            raise InvalidArgument(f"cannot assign to a tensor on {self.device}: disk tensors are read-only "
+                                  "(nothing was written); save tensors with specgrad.nn.state.safe_save")  # fmt: skip
         x = x if isinstance(x, Tensor) else Tensor(x, device=self.device, dtype=self.dtype)
         if x.shape != self.shape or x.dtype != self.dtype or x.device != self.device:
-            raise ValueError(
+            raise InvalidArgument(
                 f"assign of {x.shape} {x.dtype} on {x.device} to {self.shape} {self.dtype} on {self.device}"
             )
         # NOTE: a realized tensor keeps its buffer: the new value is computed into it (see LazyBuffer.assign)
@@ -246,7 +245,7 @@ class Tensor:
         if stop is None:
             start, stop = 0, start
         if step == 0:
-            raise ValueError("arange step must not be 0")
+            raise InvalidArgument("arange step must not be 0")
         natural = dtypes.default_int if all_int((start, stop, step)) else dtypes.default_float
         dtype = kwargs.pop("dtype", None) or natural
         return Tensor(np.arange(start, stop, step, dtype=to_dtype(dtype).np), **kwargs)
@@ -257,7 +256,7 @@ class Tensor:
         if not isinstance(steps, int) or isinstance(steps, bool):
             raise TypeError(f"linspace steps must be an int, got {steps!r}")
         if steps < 0:
-            raise ValueError(f"linspace steps must be non-negative, got {steps}")
+            raise InvalidArgument(f"linspace steps must be non-negative, got {steps}")
         dtype = to_dtype(kwargs.pop("dtype", None) or dtypes.default_float)
         return Tensor(np.linspace(start, stop, steps).astype(dtype.np), **kwargs)
 
@@ -358,13 +357,13 @@ class Tensor:
     def backward(self, gradient: Tensor | None = None) -> Tensor:
         """Accumulate d(self)/d(x) into x.grad for every x with requires_grad that self depends on."""
         if self._ctx is None:
-            raise ValueError("backward() on a tensor that does not require grad (no graph behind it)")
+            raise InvalidArgument("backward() on a tensor that does not require grad (no graph behind it)")
         if gradient is None:
             if self.numel() != 1:
-                raise ValueError(f"backward() without a gradient needs a single-element tensor, got {self.shape}")
+                raise InvalidArgument(f"backward() without a gradient needs a single-element tensor, got {self.shape}")
             gradient = Tensor.ones(*self.shape, device=self.device, dtype=self.dtype, requires_grad=False)
         elif gradient.shape != self.shape:
-            raise ValueError(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
+            raise InvalidArgument(f"gradient shape {gradient.shape} does not match tensor shape {self.shape}")
         self.grad = gradient
         for t in reversed(self._deepwalk()):
             if t.grad is None:  # NOTE: no gradient reached it (every consumer returned None for it)
@@ -399,7 +398,7 @@ class Tensor:
             raise TypeError(f"a dimension must be an int, got {dim!r} of type {type(dim).__name__}")
         n = self.ndim + extra
         if not -max(n, 1) <= dim < max(n, 1):
-            raise IndexError(f"dimension {dim} is out of range for a tensor of shape {self.shape}")
+            raise OutOfRange(f"dimension {dim} is out of range for a tensor of shape {self.shape}")
         return dim + n if dim < 0 else dim
 
     def reshape(self, shape: Any, *args: Any) -> Tensor:
@@ -407,24 +406,26 @@ class Tensor:
         if not all(_is_size(s) for s in new):
             raise TypeError(f"reshape sizes must be integers, got {new}")
         if sum(1 for s in new if s == -1) > 1 or any(isinstance(s, int) and s < -1 for s in new):
-            raise ValueError(f"bad shape {new} for reshape of {self.shape}: use at most one -1 and no other negatives")
+            raise InvalidArgument(
+                f"bad shape {new} for reshape of {self.shape}: use at most one -1 and no other negatives"
+            )
         if -1 in new:
             known = prod(s for s in new if s != -1)
             if known == 0 or self.numel() % known != 0:
-                raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {new}")
+                raise InvalidArgument(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {new}")
             new = tuple(self.numel() // known if s == -1 else s for s in new)
         if not _same_size(prod(new), self.numel()):
-            raise ValueError(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {new}")
+            raise InvalidArgument(f"cannot reshape tensor of shape {self.shape} ({self.numel()} elements) to {new}")
         return self if new == self.shape else Tensor._apply(mlops.Reshape, self, shape=tuple(new))
 
     def expand(self, shape: Any, *args: Any) -> Tensor:
         new = argfix(shape, *args)
         if len(new) < self.ndim:
-            raise ValueError(f"cannot expand shape {self.shape} to {new}: fewer dimensions")
+            raise InvalidArgument(f"cannot expand shape {self.shape} to {new}: fewer dimensions")
         old = (1,) * (len(new) - self.ndim) + tuple(self.shape)
         new = tuple(o if n == -1 else n for o, n in zip(old, new))
         if any(o != n and o != 1 for o, n in zip(old, new)):
-            raise ValueError(f"cannot expand shape {self.shape} to {new}: only size-1 dimensions can grow")
+            raise InvalidArgument(f"cannot expand shape {self.shape} to {new}: only size-1 dimensions can grow")
         x = self.reshape(old)
         return x if new == x.shape else Tensor._apply(mlops.Expand, x, shape=new)
 
@@ -432,7 +433,7 @@ class Tensor:
         order = argfix(order, *args)
         norm = tuple(self._dim(o) for o in order) if len(order) == self.ndim else order
         if sorted(norm) != list(range(self.ndim)):
-            raise ValueError(f"invalid permute {order} for shape {self.shape}")
+            raise InvalidArgument(f"invalid permute {order} for shape {self.shape}")
         return self if norm == tuple(range(self.ndim)) else Tensor._apply(mlops.Permute, self, order=norm)
 
     def flip(self, axis: Any, *args: Any) -> Tensor:
@@ -445,7 +446,7 @@ class Tensor:
             return self.flatten().roll(shifts, 0).reshape(self.shape)
         shifts, dims = argfix(shifts), argfix(dims)
         if len(shifts) != len(dims) or not all(_is_size(s) for s in shifts):
-            raise ValueError(f"roll needs one int shift per dim, got shifts {shifts} and dims {dims}")
+            raise InvalidArgument(f"roll needs one int shift per dim, got shifts {shifts} and dims {dims}")
         x = self
         for shift, dim in zip(shifts, dims):
             d = self._dim(dim)
@@ -460,11 +461,11 @@ class Tensor:
     def shrink(self, arg: Sequence[tuple[sint, sint] | None]) -> Tensor:
         """Keep [begin, end) on each axis (None keeps the whole axis)."""
         if len(arg) != self.ndim:
-            raise ValueError(f"shrink needs one range per dimension of shape {self.shape}, got {arg}")
+            raise InvalidArgument(f"shrink needs one range per dimension of shape {self.shape}, got {arg}")
         norm = tuple((0, s) if a is None else tuple(a) for a, s in zip(arg, self.shape))
         for (b, e), s in zip(norm, self.shape):
             if all_int((b, e, s)) and not 0 <= b <= e <= s:
-                raise IndexError(f"shrink {arg} is out of range for shape {self.shape}")
+                raise OutOfRange(f"shrink {arg} is out of range for shape {self.shape}")
         if all(b == 0 and e == s for (b, e), s in zip(norm, self.shape)):
             return self
         return Tensor._apply(mlops.Shrink, self, arg=norm)
@@ -485,7 +486,7 @@ class Tensor:
     def pad2d(self, padding: Sequence[int], value: Scalar = 0.0) -> Tensor:
         """PyTorch F.pad order: (left, right, top, bottom, ...) starting from the last axis."""
         if len(padding) % 2 or len(padding) // 2 > self.ndim:
-            raise ValueError(f"pad2d needs pairs for at most {self.ndim} trailing axes, got {padding}")
+            raise InvalidArgument(f"pad2d needs pairs for at most {self.ndim} trailing axes, got {padding}")
         pairs = [(padding[i], padding[i + 1]) for i in range(0, len(padding), 2)][::-1]
         return self.pad([None] * (self.ndim - len(pairs)) + pairs, value)
 
@@ -500,7 +501,7 @@ class Tensor:
             return self.reshape(1)
         s, e = self._dim(start_dim), self._dim(end_dim)
         if s > e:
-            raise ValueError(f"flatten start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape})")
+            raise InvalidArgument(f"flatten start_dim {start_dim} comes after end_dim {end_dim} (shape {self.shape})")
         return self.reshape(*self.shape[:s], prod(self.shape[s : e + 1]), *self.shape[e + 1 :])
 
     def unflatten(self, dim: int, sizes: Sequence[int]) -> Tensor:
@@ -528,9 +529,9 @@ class Tensor:
     def repeat(self, repeats: Any, *args: Any) -> Tensor:
         reps = argfix(repeats, *args)
         if not all(_is_size(r) and r >= 0 for r in reps):
-            raise ValueError(f"repeat counts must be non-negative integers, got {reps}")
+            raise InvalidArgument(f"repeat counts must be non-negative integers, got {reps}")
         if len(reps) < self.ndim:
-            raise ValueError(f"repeat needs at least {self.ndim} counts for shape {self.shape}, got {reps}")
+            raise InvalidArgument(f"repeat needs at least {self.ndim} counts for shape {self.shape}, got {reps}")
         base = (1,) * (len(reps) - self.ndim) + tuple(self.shape)
         x = self.reshape(flatten((1, s) for s in base))
         x = x.expand(flatten((r, s) for r, s in zip(reps, base)))
@@ -541,13 +542,13 @@ class Tensor:
         if not all(isinstance(x, Tensor) for x in xs):
             raise TypeError(f"cat needs Tensors, got {[type(x).__name__ for x in xs]}")
         if any(x.ndim == 0 for x in xs):
-            raise ValueError(
+            raise InvalidArgument(
                 f"zero-dimensional tensors cannot be concatenated (shapes {[x.shape for x in xs]}): use stack"
             )
         d = self._dim(dim)
         for x in xs:
             if x.ndim != self.ndim or any(a != b for i, (a, b) in enumerate(zip(x.shape, self.shape)) if i != d):
-                raise ValueError(f"cat needs equal shapes except in dim {dim}, got {[t.shape for t in xs]}")
+                raise InvalidArgument(f"cat needs equal shapes except in dim {dim}, got {[t.shape for t in xs]}")
         total, offset, parts = sum(x.shape[d] for x in xs), 0, []
         for x in xs:
             pad = [None] * self.ndim
@@ -559,13 +560,13 @@ class Tensor:
     @staticmethod
     def stack(tensors: Sequence[Tensor], dim: int = 0) -> Tensor:
         if not tensors:
-            raise ValueError("stack needs at least one tensor")
+            raise InvalidArgument("stack needs at least one tensor")
         if not all(isinstance(t, Tensor) for t in tensors):
             raise TypeError(f"stack needs Tensors, got {[type(t).__name__ for t in tensors]}")
         first, *rest = tensors
         d = first._dim(dim, extra=1)
         if any(t.shape != first.shape for t in rest):
-            raise ValueError(f"stack needs equal shapes, got {[t.shape for t in tensors]}")
+            raise InvalidArgument(f"stack needs equal shapes, got {[t.shape for t in tensors]}")
         return first.unsqueeze(d).cat(*[t.unsqueeze(d) for t in rest], dim=d)
 
     def split(self, sizes: int | Sequence[int], dim: int = 0) -> tuple[Tensor, ...]:
@@ -573,10 +574,10 @@ class Tensor:
         n = self.shape[d]
         if isinstance(sizes, int):
             if sizes <= 0:
-                raise ValueError(f"split size must be positive, got {sizes}")
+                raise InvalidArgument(f"split size must be positive, got {sizes}")
             sizes = [min(sizes, n - i) for i in range(0, n, sizes)] or [0]
         if sum(sizes) != n:
-            raise ValueError(f"split sizes {list(sizes)} do not add up to {n} (dim {dim} of shape {self.shape})")
+            raise InvalidArgument(f"split sizes {list(sizes)} do not add up to {n} (dim {dim} of shape {self.shape})")
         starts = np.cumsum([0, *sizes[:-1]]).tolist()
         return tuple(
             self.shrink([(b, b + s) if i == d else None for i in range(self.ndim)]) for b, s in zip(starts, sizes)
@@ -586,34 +587,19 @@ class Tensor:
         if not isinstance(chunks, int) or isinstance(chunks, bool):
             raise TypeError(f"chunk count must be an int, got {chunks!r}")
         if chunks <= 0:
-            raise ValueError(f"chunk count must be positive, got {chunks}")
+            raise InvalidArgument(f"chunk count must be positive, got {chunks}")
         n = self.shape[self._dim(dim)]
         return self.split(max(1, math.ceil(n / chunks)), dim)
 
     # ***** indexing *****
 
     def __getitem__(self, indices: Any) -> Tensor:
-        return _getitem(self, indices if isinstance(indices, tuple) else (indices,))
+        return indexing.getitem(self, indices if isinstance(indices, tuple) else (indices,))
 
-    def gather(self, dim: int | Tensor, index: Tensor | int) -> Tensor:
-        """out[i][j] = self[i][index[i][j]] for dim=1: PyTorch's gather(dim, index); tinygrad 0.8's
-        gather(index, dim) order is accepted too."""
-        if isinstance(dim, Tensor):
-            dim, index = index, dim
-        if not isinstance(dim, int) or isinstance(dim, bool) or not isinstance(index, Tensor):
-            raise TypeError(f"gather(dim, index) needs an int dim and a Tensor index, got {type(dim).__name__} and "
-                            f"{type(index).__name__}")  # fmt: skip
-        if not dtypes.is_int(index.dtype):
-            raise TypeError(f"gather index must be an integer tensor, got {index.dtype}")
-        d = self._dim(dim)
-        if index.ndim != self.ndim or any(i > s for k, (i, s) in enumerate(zip(index.shape, self.shape)) if k != d):
-            raise ValueError(
-                f"gather index of shape {index.shape} does not fit input of shape {self.shape} in dim {dim}"
-            )
-        x = self.shrink([None if k == d else (0, s) for k, s in enumerate(index.shape)])
-        x = x.unsqueeze(-1).transpose(d, -1)  # (..., 1 at d, ..., n)
-        idx, valid = _wrap_index(index, self.shape[d])  # NOTE: negatives count from the end, as numpy's take_along_axis
-        return _nan_outside(_select(x, _onehot(idx, self.shape[d])), valid)
+    def gather(self, *args: Any, **kwargs: Any) -> Tensor:
+        """out[i][j] = self[i][index[i][j]] for dim=1: PyTorch's gather(dim, index) and the seed's gather(idx, dim),
+        positional in either order or by keyword (dim, index or idx)."""
+        return indexing.gather(self, *args, **kwargs)
 
     def tril(self, diagonal: int = 0) -> Tensor:
         _check_matrix(self, "tril")
@@ -745,7 +731,9 @@ class Tensor:
     def _pow_scalar(self, x: int | float) -> Tensor:
         """self ** x for a Python number: the sign rule is decided in Python, not in the graph."""
         if isinstance(x, int) and x < 0 and not dtypes.is_float(self.dtype):
-            raise ValueError(f"integers to negative integer powers are not allowed ({self.dtype} ** {x}): cast first")
+            raise InvalidArgument(
+                f"integers to negative integer powers are not allowed ({self.dtype} ** {x}): cast first"
+            )
         if x == 0:
             ones = self.ones_like(dtype=self._float().dtype if isinstance(x, float) else self.dtype)
             return _no_grad_through(self, ones)
@@ -913,7 +901,7 @@ class Tensor:
                 raise TypeError(f"cannot combine a Tensor with {type(y).__name__}")
             y = Tensor._const((), y, dtype=_scalar_dtype(y, x.dtype), device=x.device)
         if x.device != y.device:
-            raise ValueError(f"operands are on different devices: {x.device} and {y.device}")
+            raise InvalidArgument(f"operands are on different devices: {x.device} and {y.device}")
         dtype = dtypes.promote(x.dtype, y.dtype)
         x, y = x.cast(dtype), y.cast(dtype)
         if reverse:
@@ -1003,6 +991,15 @@ class Tensor:
             return _xor_ints(a, b)
         a, b = self._bool_operands(x)
         return a != b
+
+    def __rand__(self, x: Scalar) -> Tensor:
+        return self & x  # NOTE: and, or and xor are symmetric, so `True & t` and `5 ^ t` are t's own
+
+    def __ror__(self, x: Scalar) -> Tensor:
+        return self | x
+
+    def __rxor__(self, x: Scalar) -> Tensor:
+        return self ^ x
 
     def __invert__(self) -> Tensor:
         return self._bool_operands(True)[0].logical_not()
@@ -1108,7 +1105,7 @@ class Tensor:
     def max(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
         """The maximum; an empty reduced axis raises ValueError (it has no identity), as numpy."""
         if any(self.shape[a] == 0 for a in self._axes(axis)):
-            raise ValueError(f"max/min of an empty axis (axis {axis} of shape {self.shape}) has no identity")
+            raise InvalidArgument(f"max/min of an empty axis (axis {axis} of shape {self.shape}) has no identity")
         return self._reduce(mlops.Max, axis, keepdim)
 
     def min(self, axis: int | Sequence[int] | None = None, keepdim: bool = False) -> Tensor:
@@ -1187,15 +1184,15 @@ class Tensor:
             raise TypeError(f"matmul needs a Tensor operand, got {type(w).__name__}")
         n1, n2 = self.ndim, w.ndim
         if n1 == 0 or n2 == 0:
-            raise ValueError(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
+            raise InvalidArgument(f"matmul needs at least 1-d tensors, got shapes {self.shape} and {w.shape}")
         if self.shape[-1] != w.shape[-min(n2, 2)]:
-            raise ValueError(
+            raise InvalidArgument(
                 f"matmul shape mismatch: {self.shape} @ {w.shape} ({self.shape[-1]} != {w.shape[-min(n2, 2)]})"
             )
         try:
             broadcast_shape(self.shape[:-2], w.shape[:-2])
         except ValueError:
-            raise ValueError(
+            raise InvalidArgument(
                 f"matmul batch shapes {self.shape[:-2]} and {w.shape[:-2]} do not broadcast: {self.shape} @ {w.shape}"
             ) from None
         x = self.reshape(*self.shape[:-1], *[1] * min(n1 - 1, n2 - 1, 1), self.shape[-1])
@@ -1224,7 +1221,7 @@ class Tensor:
         self, kernel: tuple[int, ...], stride: int | tuple[int, ...] = 1, dilation: int | tuple[int, ...] = 1
     ) -> Tensor:
         """Sliding windows over the last len(kernel) axes: (..., *out_spatial, *kernel)."""
-        return _pool(self, kernel, make_pair(stride, len(kernel)), make_pair(dilation, len(kernel)))
+        return convolution.pool(self, kernel, make_pair(stride, len(kernel)), make_pair(dilation, len(kernel)))
 
     def conv2d(
         self,
@@ -1237,14 +1234,14 @@ class Tensor:
     ) -> Tensor:
         """N-d convolution (input (N, C, *spatial), weight (Cout, C/groups, *kernel)); padding per axis
         (symmetric) or as (left, right, top, bottom, ...) pairs like pad2d."""
-        return _conv(self, weight, bias, groups, stride, dilation, padding)
+        return convolution.conv(self, weight, bias, groups, stride, dilation, padding)
 
     def conv1d(self, weight: Tensor, bias: Tensor | None = None, **kwargs: Any) -> Tensor:
-        _check_conv_dims(self, weight, 1)
+        convolution.check_conv_dims(self, weight, 1)
         return self.conv2d(weight, bias, **kwargs)
 
     def conv3d(self, weight: Tensor, bias: Tensor | None = None, **kwargs: Any) -> Tensor:
-        _check_conv_dims(self, weight, 3)
+        convolution.check_conv_dims(self, weight, 3)
         return self.conv2d(weight, bias, **kwargs)
 
     def conv_transpose2d(
@@ -1258,7 +1255,7 @@ class Tensor:
         output_padding: int | Sequence[int] = 0,
     ) -> Tensor:
         """Transposed N-d convolution, weight (Cin, Cout/groups, *kernel) as in PyTorch."""
-        return _conv_transpose(self, weight, bias, groups, stride, dilation, padding, output_padding)
+        return convolution.conv_transpose(self, weight, bias, groups, stride, dilation, padding, output_padding)
 
     def max_pool2d(
         self,
@@ -1268,7 +1265,7 @@ class Tensor:
         padding: int | tuple[int, ...] = 0,
     ) -> Tensor:
         """Max over sliding windows of the last len(kernel_size) axes (padding reads as -inf)."""
-        windows = _pooling_windows(self, kernel_size, stride, dilation, padding, fill=-math.inf)
+        windows = convolution.pooling_windows(self, kernel_size, stride, dilation, padding, fill=-math.inf)
         return windows.max(tuple(range(-len(make_pair(kernel_size)), 0)))
 
     def avg_pool2d(
@@ -1279,7 +1276,7 @@ class Tensor:
         padding: int | tuple[int, ...] = 0,
     ) -> Tensor:
         """Mean over sliding windows of the last len(kernel_size) axes (padding counts as 0, as in PyTorch)."""
-        windows = _pooling_windows(self, kernel_size, stride, dilation, padding, fill=0.0)
+        windows = convolution.pooling_windows(self, kernel_size, stride, dilation, padding, fill=0.0)
         return windows.mean(tuple(range(-len(make_pair(kernel_size)), 0)))
 
     # ***** normalisation, regularisation, sampling *****
@@ -1299,7 +1296,7 @@ class Tensor:
 
     def dropout(self, p: float = 0.5) -> Tensor:
         if not 0 <= p <= 1:
-            raise ValueError(f"dropout probability must be in [0, 1], got {p}")
+            raise InvalidArgument(f"dropout probability must be in [0, 1], got {p}")
         if not Tensor.training or p == 0:
             return self
         keep = Tensor.rand(*self.shape, device=self.device, requires_grad=False) >= p
@@ -1307,17 +1304,17 @@ class Tensor:
 
     def one_hot(self, num_classes: int) -> Tensor:
         if not isinstance(num_classes, int) or num_classes < 1:
-            raise ValueError(f"one_hot needs num_classes >= 1, got {num_classes!r}")
+            raise InvalidArgument(f"one_hot needs num_classes >= 1, got {num_classes!r}")
         if not dtypes.is_int(self.dtype):
             raise TypeError(f"one_hot needs an integer tensor of classes, got {self.dtype}")
-        return _onehot(self, num_classes).cast(dtypes.default_int)
+        return indexing.onehot(self, num_classes).cast(dtypes.default_int)
 
     def multinomial(self, num_samples: int = 1, replacement: bool = False) -> Tensor:
         """Sample indices from the (unnormalised) weights in the last axis; int32."""
         if not 1 <= self.ndim <= 2 or num_samples < 1:
-            raise ValueError(f"multinomial needs 1-d or 2-d weights and num_samples >= 1, got {self.shape}")
+            raise InvalidArgument(f"multinomial needs 1-d or 2-d weights and num_samples >= 1, got {self.shape}")
         if not replacement and num_samples != 1:
-            raise ValueError("multinomial without replacement supports num_samples=1 only")
+            raise InvalidArgument("multinomial without replacement supports num_samples=1 only")
         w = self.unsqueeze(0) if self.ndim == 1 else self
         cw = w._float().cumsum(1)
         cdf = cw / cw[:, -1].unsqueeze(1)
@@ -1337,7 +1334,7 @@ class Tensor:
         """softmax(q @ k^T / sqrt(d) + mask) @ v; a bool mask keeps True positions; is_causal masks the future."""
         if is_causal:
             if attn_mask is not None:
-                raise ValueError("pass either attn_mask or is_causal, not both")
+                raise InvalidArgument("pass either attn_mask or is_causal, not both")
             attn_mask = _tri_mask((self.shape[-2], key.shape[-2]), 0, lower=True, device=self.device)
         qk = self.matmul(key.transpose(-2, -1)) * (1 / math.sqrt(self.shape[-1]))
         if attn_mask is not None:
@@ -1351,10 +1348,10 @@ class Tensor:
     ) -> Tensor:
         """Mean cross entropy of logits `self` (..., C) against integer class labels `Y` (...)."""
         if tuple(self.shape[:-1]) != tuple(Y.shape):
-            raise ValueError(f"labels of shape {Y.shape} do not match logits of shape {self.shape}")
+            raise InvalidArgument(f"labels of shape {Y.shape} do not match logits of shape {self.shape}")
         n_cls = self.shape[-1]
         keep = (Y != ignore_index).detach()
-        target = _onehot(Y, n_cls).cast(self._float().dtype) * keep.unsqueeze(-1)
+        target = indexing.onehot(Y, n_cls).cast(self._float().dtype) * keep.unsqueeze(-1)
         logp = self.log_softmax(-1)
         nll = -(logp * target).sum() / keep.sum()
         if label_smoothing == 0:
@@ -1390,7 +1387,9 @@ def _to_numpy(data: Any, dtype: DType | None) -> np.ndarray:
     try:
         arr = np.array(data, dtype=(dtype or dtypes.from_py(data)).np)
     except (ValueError, TypeError) as e:
-        raise ValueError(f"cannot make a Tensor from this nested list (is it ragged or non-numeric?): {e}") from None
+        raise InvalidArgument(
+            f"cannot make a Tensor from this nested list (is it ragged or non-numeric?): {e}"
+        ) from None
     return arr
 
 
@@ -1404,7 +1403,7 @@ def _shape_arg(shape: Sequence[Any]) -> tuple[sint, ...]:
     if not all(_is_size(s) for s in shape):
         raise TypeError(f"bad shape {shape}: dimensions must be integers")
     if any(isinstance(s, (int, np.integer)) and s < 0 for s in shape):
-        raise ValueError(f"bad shape {shape}: dimensions must be non-negative integers")
+        raise InvalidArgument(f"bad shape {shape}: dimensions must be non-negative integers")
     return tuple(int(s) if isinstance(s, (int, np.integer)) else s for s in shape)
 
 
@@ -1415,20 +1414,22 @@ def _device_name(device: Any) -> str:
     try:
         return Device.canonicalize(device)
     except DeviceUnavailable as e:  # NOTE: canonicalize only looks the name up; a missing driver is raised on use
-        raise ValueError(str(e)) from None
+        raise InvalidArgument(str(e)) from None
 
 
 def _pad_pairs(arg: Sequence[Any], shape: tuple[sint, ...]) -> tuple[tuple[int, int], ...]:
     """Tensor.pad's (before, after) per axis as ints, None as (0, 0); a negative amount may crop the axis away."""
     if not isinstance(arg, (tuple, list)) or len(arg) != len(shape):
-        raise ValueError(f"pad needs one (before, after) or None per dimension of shape {shape}, got {arg}")
+        raise InvalidArgument(f"pad needs one (before, after) or None per dimension of shape {shape}, got {arg}")
     ret = []
     for d, (a, s) in enumerate(zip(arg, shape)):
         if a is not None and (not isinstance(a, (tuple, list)) or len(a) != 2 or not all(_is_size(v) for v in a)):
             raise TypeError(f"pad amounts must be (before, after) pairs of ints or None, got {a!r} for dim {d}")
         b, e = (0, 0) if a is None else (int(a[0]), int(a[1]))
         if isinstance(s, int) and -min(b, 0) - min(e, 0) > s:
-            raise ValueError(f"pad {(b, e)} crops {-min(b, 0) - min(e, 0)} from dim {d} of size {s} (shape {shape})")
+            raise InvalidArgument(
+                f"pad {(b, e)} crops {-min(b, 0) - min(e, 0)} from dim {d} of size {s} (shape {shape})"
+            )
         ret.append((b, e))
     return tuple(ret)
 
@@ -1441,7 +1442,7 @@ def broadcast_shape(*shapes: tuple[sint, ...]) -> tuple[sint, ...]:
     for dims in zip(*padded):
         big = {d for d in dims if d != 1}
         if len(big) > 1:
-            raise ValueError(f"cannot broadcast shapes {' and '.join(str(tuple(s)) for s in shapes)}")
+            raise InvalidArgument(f"cannot broadcast shapes {' and '.join(str(tuple(s)) for s in shapes)}")
         ret.append(big.pop() if big else 1)
     return tuple(ret)
 
@@ -1478,7 +1479,7 @@ def _no_grad_through(x: Tensor, value: Tensor) -> Tensor:
 
 def _check_matrix(x: Tensor, op: str) -> None:
     if x.ndim < 2:
-        raise ValueError(f"{op} needs a tensor of at least 2 dimensions, got shape {x.shape}")
+        raise InvalidArgument(f"{op} needs a tensor of at least 2 dimensions, got shape {x.shape}")
 
 
 def _tri_mask(shape: tuple[int, int], diagonal: int, lower: bool, device: str) -> Tensor:
@@ -1512,204 +1513,17 @@ def _xor_ints(a: Tensor, b: Tensor) -> Tensor:
     return ret
 
 
-def _onehot(index: Tensor, n: int) -> Tensor:
-    """(*index.shape, n) bool: True where the last axis equals the index."""
-    return index.unsqueeze(-1) == Tensor.arange(n, device=index.device)
-
-
-def _select(x: Tensor, mask: Tensor) -> Tensor:
-    """The element of x's last axis where `mask` holds (0 where none does), in x's dtype. A where-sum, not
-    (x * mask).sum(): an inf or nan elsewhere on the axis would make every result nan (inf * 0)."""
-    picked = mask.where(x, False if x.dtype == dtypes.bool else 0)
-    # NOTE: at most one term is nonzero, so a sum in x's own dtype cannot overflow (Tensor.sum widens small ints)
-    return picked._reduce(mlops.Max if x.dtype == dtypes.bool else mlops.Sum, -1, keepdim=False)
-
-
-def _wrap_index(t: Tensor, n: int) -> tuple[Tensor, Tensor | None]:
-    """A lazy integer index for an axis of size n as int32 in [0, n) (negatives count from the end), and where its
-    values are in range [-n, n): None when every value of its dtype is. Out-of-range values become -1."""
-    info = np.iinfo(t.dtype.np)
-    checks = ([t >= -n] if -n > info.min else []) + ([t < n] if n <= info.max else [])
-    valid = checks[0] & checks[1] if len(checks) == 2 else (checks[0] if checks else None)
-    w = t.cast(dtypes.default_int)  # NOTE: after the checks: a wide value must not wrap into range
-    w = w if dtypes.is_unsigned(t.dtype) else (w < 0).where(w + n, w)
-    return (w if valid is None else valid.where(w, -1)), valid
-
-
-def _nan_outside(ret: Tensor, valid: Tensor | None) -> Tensor:
-    """nan where an index was out of range (float results; ints and bools keep the 0 of no match)."""
-    return valid.where(ret, math.nan) if valid is not None and dtypes.is_float(ret.dtype) else ret
-
-
-def _index_item(idx: Any) -> Any:
-    """One index as None, Ellipsis, an int, a slice, an integer Tensor, or a numpy array of ints or bools."""
-    if idx is None or idx is Ellipsis or isinstance(idx, slice):
-        return idx
-    if isinstance(idx, (bool, np.bool_)):
-        return np.array(bool(idx))  # NOTE: a 0-d mask: a new axis of size 1 (True) or 0 (False), as numpy
-    if isinstance(idx, (int, np.integer)):
-        return int(idx)
-    if isinstance(idx, Tensor):
-        if idx.dtype == dtypes.bool:
-            raise IndexError(
-                f"a bool Tensor mask {idx.shape} selects a data-dependent number of elements: index with "
-                "mask.numpy() (a concrete mask), or use mask.where(x, 0)"
-            )
-        if not dtypes.is_int(idx.dtype):
-            raise IndexError(f"tensor indices must be integers, got {idx.dtype}")
-        return idx
-    if isinstance(idx, (list, tuple, np.ndarray)):
-        return _index_array(idx)
-    raise IndexError(f"unsupported index {idx!r} of type {type(idx).__name__}")
-
-
-def _index_array(idx: list | tuple | np.ndarray) -> np.ndarray | int:
-    """A list or array index as a numpy array of ints or bools (a 0-d int array is an int, as in numpy)."""
-    stack = [idx]
-    while stack:  # NOTE: np.asarray would read a Tensor element by element through __getitem__
-        item = stack.pop()
-        if isinstance(item, Tensor):
-            raise IndexError("a list index holds ints or bools, not Tensors: combine them with Tensor.stack")
-        if isinstance(item, (list, tuple)):
-            stack.extend(item)
-    try:
-        arr = np.asarray(idx)
-    except ValueError:
-        raise IndexError(f"a list index must be rectangular, like a numpy array, got {idx!r}") from None
-    if arr.size == 0 and arr.dtype.kind == "f":
-        arr = arr.astype(np.int64)  # NOTE: [] is an empty integer index, as in numpy
-    if arr.dtype.kind not in "biu":
-        raise IndexError(f"list and array indices must be integers or bools, got dtype {arr.dtype}")
-    return int(arr) if arr.ndim == 0 and arr.dtype.kind in "iu" else arr
-
-
-def _is_mask(idx: Any) -> bool:
-    return isinstance(idx, np.ndarray) and idx.dtype == np.bool_
-
-
-def _fill_ellipsis(x: Tensor, items: list) -> list:
-    """The items with Ellipsis (or the missing trailing axes) as whole slices; a k-d mask indexes k axes."""
-    at = [i for i, idx in enumerate(items) if idx is Ellipsis]  # NOTE: not .index(): Tensor == is elementwise
-    if len(at) > 1:
-        raise IndexError("an index can only have a single ellipsis (...)")
-    used = sum(idx.ndim if _is_mask(idx) else int(idx is not None and idx is not Ellipsis) for idx in items)
-    if used > x.ndim:
-        raise IndexError(f"too many indices ({used}) for a tensor of shape {x.shape}")
-    fill = [slice(None)] * (x.ndim - used)
-    return items[: at[0]] + fill + items[at[0] + 1 :] if at else items + fill
-
-
-def _concrete_index(arr: np.ndarray, x: Tensor, dim: int) -> Tensor:
-    """A list or array index checked against its axis now (IndexError, as numpy), as an int32 Tensor in [0, size)."""
-    size = x.shape[dim]
-    bad = arr[(arr < -size) | (arr >= size)]
-    if bad.size:
-        raise IndexError(f"index {bad.flat[0]} is out of range for dim {dim} of size {size} (shape {x.shape})")
-    return Tensor(np.where(arr < 0, arr + size, arr).astype(np.int32), device=x.device)
-
-
-def _getitem(x: Tensor, indices: tuple) -> Tensor:
-    """Basic indexing (ints, slices, None, Ellipsis) as views, then the advanced indices (lists, arrays, integer
-    Tensors, masks) as one gather over the axes they index."""
-    shrink, flips, strides = [], [], []
-    out: list[int | None] = []  # the view's axes: a dim of x, or None for a new axis of size 1
-    adv: list[tuple[int, Tensor, bool]] = []  # (axis of the view, index, checked already)
-    dim = 0
-    for idx in _fill_ellipsis(x, [_index_item(i) for i in indices]):
-        if idx is None or (_is_mask(idx) and idx.ndim == 0):
-            if idx is not None:
-                adv.append((len(out), Tensor(np.arange(int(idx), dtype=np.int32), device=x.device), True))
-            out.append(None)
-            continue
-        if _is_mask(idx) and idx.shape != tuple(x.shape[dim : dim + idx.ndim]):
-            axes = f"{dim}..{dim + idx.ndim - 1}"
-            raise IndexError(f"mask of shape {idx.shape} does not match axes {axes} of shape {x.shape}")
-        for part in np.nonzero(idx) if _is_mask(idx) else (idx,):
-            (b, e), flip, stride = _basic_index(part, x.shape[dim], dim, x.shape)
-            shrink.append((b, e))
-            flips.append(flip)
-            strides.append(stride)
-            if not isinstance(part, int):
-                if not isinstance(part, slice):
-                    checked = isinstance(part, np.ndarray)
-                    adv.append((len(out), _concrete_index(part, x, dim) if checked else part.to(x.device), checked))
-                out.append(dim)
-            dim += 1
-    ret = x.shrink(shrink)
-    if any(flips):
-        ret = ret.flip(tuple(i for i, f in enumerate(flips) if f))
-    if any(s != 1 for s in strides):
-        ret = _stride(ret, strides)
-    # NOTE: ints drop their axis and None adds one; the advanced indices are gathered afterwards
-    ret = ret.reshape(tuple(1 if d is None else ret.shape[d] for d in out))
-    if not adv:
-        return ret
-    return _gather_tensor_indices(ret, [p for p, _, _ in adv], [t for _, t, _ in adv], [c for _, _, c in adv])
-
-
-def _basic_index(idx: Any, size: sint, dim: int, shape: tuple[sint, ...]) -> tuple[tuple[int, int], bool, int]:
-    """The (begin, end) range, flip and stride that an int, a slice, or an advanced index (whole axis) takes."""
-    if isinstance(idx, int):
-        if not -size <= idx < size:
-            raise IndexError(f"index {idx} is out of range for dim {dim} of size {size} (shape {shape})")
-        i = idx + size if idx < 0 else idx
-        return (i, i + 1), False, 1
-    if not isinstance(idx, slice):
-        return (0, size), False, 1
-    start, stop, step = idx.indices(size)
-    if step > 0:
-        return (start, max(start, stop)), False, step
-    return (stop + 1, max(stop + 1, start + 1)), True, -step
-
-
-def _stride(x: Tensor, strides: list[int]) -> Tensor:
-    """Every s-th element on each axis, via pad + reshape + shrink (no new op needed)."""
-    padded = x.pad([(0, (-sz) % s) for s, sz in zip(strides, x.shape)])
-    split = padded.reshape(flatten((sz // s, s) for s, sz in zip(strides, padded.shape)))
-    picked = split.shrink(flatten(((0, sz // s), (0, 1)) for s, sz in zip(strides, padded.shape)))
-    return picked.reshape(tuple(sz // s for s, sz in zip(strides, padded.shape)))
-
-
-def _gather_tensor_indices(x: Tensor, positions: list[int], idxs: list[Tensor], checked: list[bool]) -> Tensor:
-    """x indexed by integer tensors on the axes at `positions` (the other axes whole). The index tensors broadcast
-    together; the result's index axes go where PyTorch puts them: in place when the positions are adjacent, else
-    first. A one-hot gather: every result element is a masked sum over the indexed axes, so the work is (result
-    size) * prod(indexed sizes). An out-of-range value of a lazy index gives nan (0 in an int or bool result)."""
-    try:
-        bshape = broadcast_shape(*[t.shape for t in idxs])
-    except ValueError:
-        raise IndexError(f"index tensors of shapes {[t.shape for t in idxs]} do not broadcast together") from None
-    sizes = [x.shape[p] for p in positions]
-    flat, valid = None, None
-    for t, n, ok in zip(idxs, sizes, checked):
-        t, in_range = (t.cast(dtypes.default_int), None) if ok else _wrap_index(t, n)
-        flat = t if flat is None else flat * n + t
-        if in_range is not None:
-            valid = in_range if valid is None else valid & in_range
-    if valid is not None:
-        flat = valid.where(flat, -1)  # NOTE: one bad index matches nothing, instead of landing in the next row
-    others = [i for i in range(x.ndim) if i not in positions]
-    xt = x.permute(*others, *positions).reshape(*[x.shape[i] for i in others], *[1] * len(bshape), prod(sizes))
-    ret = _nan_outside(_select(xt, _onehot(flat.expand(bshape), prod(sizes))), valid)  # (*others, *bshape)
-    # NOTE: a 0-d index takes its axis away like an int (PyTorch); an axis kept whole between the others sends
-    # their result axes first
-    lead = [p for p, t in zip(positions, idxs) if t.ndim] or positions[:1]
-    before = 0 if any(lead[0] < i < lead[-1] for i in others) else sum(1 for i in others if i < lead[0])
-    n = len(others)
-    return ret.permute([*range(before), *range(n, n + len(bshape)), *range(before, n)])
-
-
 def _einsum(formula: str, operands: Sequence[Tensor]) -> Tensor:
     formula = formula.replace(" ", "")
     lhs, arrow, rhs = formula.partition("->")
     inputs = lhs.split(",")
     if len(inputs) != len(operands):
-        raise ValueError(f"einsum '{formula}' names {len(inputs)} operands but got {len(operands)}")
+        raise InvalidArgument(f"einsum '{formula}' names {len(inputs)} operands but got {len(operands)}")
     for letters, t in zip(inputs, operands):
         if len(letters) != t.ndim or any(c not in string.ascii_letters for c in letters):
-            raise ValueError(f"einsum operand '{letters}' does not match a tensor of shape {t.shape}")
+            raise InvalidArgument(f"einsum operand '{letters}' does not match a tensor of shape {t.shape}")
         if len(set(letters)) != len(letters):
-            raise ValueError(f"einsum operand '{letters}' repeats a letter (diagonals are not supported)")
+            raise InvalidArgument(f"einsum operand '{letters}' repeats a letter (diagonals are not supported)")
     counts = {c: sum(s.count(c) for s in inputs) for c in dict.fromkeys("".join(inputs))}
     out = rhs if arrow else "".join(sorted(c for c, n in counts.items() if n == 1))
     letters = sorted(counts)
@@ -1732,291 +1546,6 @@ def _prod_all(xs: list[Tensor]) -> Tensor:
     return ret
 
 
-def _pool(x: Tensor, k_: tuple[int, ...], s_: tuple[int, ...], d_: tuple[int, ...]) -> Tensor:
-    if len(k_) > x.ndim:
-        raise ValueError(f"a {len(k_)}-d window does not fit a tensor of shape {x.shape}")
-    lead, i_ = list(x.shape[: x.ndim - len(k_)]), x.shape[x.ndim - len(k_) :]
-    o_ = [(i - d * (k - 1) - 1) // s + 1 for i, d, k, s in zip(i_, d_, k_, s_)]
-    if any(o <= 0 for o in o_):
-        raise ValueError(f"window {k_} (dilation {d_}) is larger than the input {tuple(i_)}")
-    none = [None] * len(lead)
-    if all(k <= s for k, s in zip(k_, s_)) and all(d == 1 for d in d_):
-        # windows do not overlap: pad or crop to o*s, split each axis into (o, s) and keep the first k of each s
-        # NOTE: o*s can pass the end when s > k; the padding is never inside a kept window
-        xup = x.pad(none + [(0, max(0, o * s - i)) for o, s, i in zip(o_, s_, i_)])
-        xup = xup.shrink(none + [(0, o * s) for o, s in zip(o_, s_)])
-        xup = xup.reshape(*lead, *flatten((o, s) for o, s in zip(o_, s_)))
-        xup = xup.shrink(none + flatten(((0, o), (0, k)) for o, k in zip(o_, k_)))
-        n = len(lead)
-        return xup.permute(*range(n), *[n + 2 * j for j in range(len(k_))], *[n + 2 * j + 1 for j in range(len(k_))])
-    # NOTE: repeat each axis e times, then read it as rows of length r = f*i+d: row a starts a*d further in, so
-    # [a, b] is x[a*d + b] (no wrap while b < o*s); then split b into (o, s) and keep s == 0. f > 1 only when a
-    # stride longer than the window makes o*s pass i+d.
-    r_ = [max(1, ceildiv(o * s - d, i)) * i + d for i, d, o, s in zip(i_, d_, o_, s_)]
-    e_ = [ceildiv(k * r, i) for k, i, r in zip(k_, i_, r_)]
-    xup = x.reshape(*lead, *flatten((1, i) for i in i_)).expand(*lead, *flatten((e, i) for e, i in zip(e_, i_)))
-    xup = xup.reshape(*lead, *[e * i for e, i in zip(e_, i_)])
-    xup = xup.shrink(none + [(0, k * r) for k, r in zip(k_, r_)])
-    xup = xup.reshape(*lead, *flatten((k, r) for k, r in zip(k_, r_)))
-    xup = xup.shrink(none + flatten(((0, k), (0, o * s)) for k, o, s in zip(k_, o_, s_)))
-    xup = xup.reshape(*lead, *flatten((k, o, s) for k, o, s in zip(k_, o_, s_)))
-    xup = xup.shrink(none + flatten(((0, k), (0, o), (0, 1)) for k, o in zip(k_, o_)))
-    xup = xup.reshape(*lead, *flatten((k, o) for k, o in zip(k_, o_)))
-    n = len(lead)
-    return xup.permute(*range(n), *[n + 2 * j + 1 for j in range(len(k_))], *[n + 2 * j for j in range(len(k_))])
-
-
-def _conv_padding(padding: int | Sequence[int], n: int) -> list[int]:
-    """Padding in pad2d order (last axis first, (before, after) each)."""
-    if isinstance(padding, int):
-        return [padding] * (2 * n)
-    padding = list(padding)
-    if len(padding) == 2 * n:
-        return padding
-    if len(padding) == n:
-        return [p for p in reversed(padding) for _ in range(2)]
-    raise ValueError(f"padding {padding} must be an int, {n} values or {2 * n} values for a {n}-d convolution")
-
-
-def _check_conv_dims(x: Tensor, weight: Tensor, n: int) -> None:
-    if weight.ndim != n + 2:
-        raise ValueError(f"conv{n}d needs a {n + 2}-d weight, got shape {weight.shape}")
-
-
-def _conv(
-    x: Tensor, weight: Tensor, bias: Tensor | None, groups: int, stride: Any, dilation: Any, padding: Any
-) -> Tensor:
-    (cout, cin), hw = weight.shape[:2], weight.shape[2:]
-    if x.ndim != weight.ndim or groups * cin != x.shape[1] or cout % groups:
-        raise ValueError(
-            f"conv input {x.shape} does not fit weight {weight.shape} with groups={groups}: need input "
-            f"(N, {groups * cin}, ...) with {weight.ndim - 2} spatial axes"
-        )
-    geometry = _ConvGeometry(groups, make_pair(stride, len(hw)), make_pair(dilation, len(hw)),
-                             _conv_padding(padding, len(hw)))  # fmt: skip
-    geometry.output_shape(x.shape, weight.shape)  # NOTE: says what is wrong before any graph is built
-    ret = Tensor._apply(_Conv, x, weight, geometry=geometry)
-    return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(hw))
-
-
-def _fold_stride(x: Tensor, weight: Tensor, geometry: _ConvGeometry) -> tuple[Tensor, Tensor, _ConvGeometry]:
-    """The same convolution with stride 1 (space to depth): along an axis of stride s, padded input position s*q + r
-    becomes position q of channel phase r, and tap s*a + r becomes tap a of that phase. A strided window read walks
-    memory s apart, which no vector load serves; the folded one reads rows contiguously like any stride-1 convolution.
-    Phases no tap uses (a kernel shorter than the stride) are dropped; a kernel that is not a multiple of the stride
-    gets zero taps up to the next multiple."""
-    (cout, cin), hw, n = weight.shape[:2], weight.shape[2:], len(weight.shape[2:])
-    offsets, phases = _folded_taps(hw, geometry.stride)
-    out = geometry.output_shape(x.shape, weight.shape)[2:]
-    rows = [o + a - 1 for o, a in zip(out, offsets)]  # q positions the folded convolution reads, per axis
-    xp = x.pad2d(geometry.padding)
-    xp = xp.pad([None, None, *[(0, q * s - size) for q, s, size in zip(rows, geometry.stride, xp.shape[2:])]])
-    xp = xp.reshape(*x.shape[:2], *flatten((q, s) for q, s in zip(rows, geometry.stride)))
-    w = weight.pad([None, None, *[(0, a * s - k) for a, s, k in zip(offsets, geometry.stride, hw)]])
-    w = w.reshape(cout, cin, *flatten((a, s) for a, s in zip(offsets, geometry.stride)))
-    keep = [None, None, *flatten((None, (0, p)) for p in phases)]  # NOTE: (q or a, phase) per axis
-    to_channels = [0, 1, *[3 + 2 * i for i in range(n)], *[2 + 2 * i for i in range(n)]]
-    xp = xp.shrink(keep).permute(to_channels).reshape(x.shape[0], x.shape[1] * prod(phases), *rows)
-    w = w.shrink(keep).permute(to_channels).reshape(cout, cin * prod(phases), *offsets)
-    return xp, w, _ConvGeometry(geometry.groups, (1,) * n, (1,) * n, [0] * (2 * n))
-
-
-def _folded_taps(hw: tuple[sint, ...], stride: tuple[int, ...]) -> tuple[list[int], list[int]]:
-    """Per axis, the taps of each phase (kernel k over stride s) and the phases kept."""
-    return [ceildiv(k, s) for k, s in zip(hw, stride)], [min(k, s) for k, s in zip(hw, stride)]
-
-
-def _unfold_weight(w: Tensor, w_shape: tuple[sint, ...], stride: tuple[int, ...]) -> Tensor:
-    """A folded weight (or its gradient) back in the convolution's own shape: _fold_stride's weight steps undone."""
-    (cout, cin), hw, n = w_shape[:2], w_shape[2:], len(w_shape[2:])
-    offsets, phases = _folded_taps(hw, stride)
-    w = w.reshape(cout, cin, *phases, *offsets)
-    w = w.permute(0, 1, *flatten((2 + n + i, 2 + i) for i in range(n)))  # (cout, cin, a, phase, ...) per axis
-    w = w.pad([None, None, *flatten((None, (0, s - p)) for s, p in zip(stride, phases))])
-    w = w.reshape(cout, cin, *[a * s for a, s in zip(offsets, stride)])
-    return w.shrink([None, None, *[(0, k) for k in hw]])
-
-
-def _foldable(x_shape: tuple[sint, ...], geometry: _ConvGeometry) -> bool:
-    """A strided convolution without dilation, of known sizes: _fold_stride applies."""
-    return any(s > 1 for s in geometry.stride) and all(d == 1 for d in geometry.dilation) and all_int(x_shape)
-
-
-@dataclasses.dataclass(frozen=True)
-class _ConvGeometry:
-    groups: int
-    stride: tuple[int, ...]
-    dilation: tuple[int, ...]
-    padding: list[int]  # pad2d order: last axis first, (before, after) each
-
-    def windows(self, x: Tensor, kernel: tuple[sint, ...]) -> Tensor:
-        """(N, C, *out_spatial, *kernel): every window of the padded input."""
-        return x.pad2d(self.padding)._pool(tuple(kernel), self.stride, self.dilation)
-
-    def output_shape(self, x_shape: tuple[sint, ...], w_shape: tuple[sint, ...]) -> tuple[sint, ...]:
-        pads = self.padding_per_axis()
-        padded = [i + before + after for i, (before, after) in zip(x_shape[2:], pads)]
-        o_ = [(p - d * (k - 1) - 1) // s + 1 for p, k, s, d in zip(padded, w_shape[2:], self.stride, self.dilation)]
-        if any(o <= 0 for o in o_):
-            raise ValueError(f"window {tuple(w_shape[2:])} (dilation {self.dilation}) is larger than the input "
-                             f"{tuple(x_shape[2:])} (padded: {tuple(padded)})")  # fmt: skip
-        return (x_shape[0], w_shape[0], *o_)
-
-    def padding_per_axis(self) -> list[tuple[int, int]]:
-        """(before, after) for each spatial axis, first axis first."""
-        return [(self.padding[i], self.padding[i + 1]) for i in range(0, len(self.padding), 2)][::-1]
-
-
-class _Conv(mlops.Function):
-    """Convolution with its own backward. Differentiating the windowed product would give the input gradient as
-    col2im: a masked scatter-add per window position, 1 GFLOP/s. Instead it is the transposed convolution of the
-    output gradient with the flipped weights, one dense reduce like the forward (the scheduler's pad copy makes its
-    reads unmasked)."""
-
-    def forward(self, x: LazyBuffer, weight: LazyBuffer, geometry: _ConvGeometry) -> LazyBuffer:
-        self.x, self.weight, self.geometry = x, weight, geometry
-        xt, wt = Tensor._wrap(x), Tensor._wrap(weight)
-        if _foldable(xt.shape, geometry):
-            return _conv_forward(*_fold_stride(xt, wt, geometry)).lazydata
-        return _conv_forward(xt, wt, geometry).lazydata
-
-    def backward(self, grad: LazyBuffer) -> tuple[LazyBuffer | None, ...]:
-        x, weight, g = Tensor._wrap(self.x), Tensor._wrap(self.weight), Tensor._wrap(grad)
-        dx = dw = None
-        if self.needs_input_grad[0]:
-            dx = _conv_input_grad(g, weight, x.shape, self.geometry)
-        if self.needs_input_grad[1] and _foldable(x.shape, self.geometry):
-            # NOTE: the folded input, as the forward read it: the weight gradient's windows read rows contiguously
-            xs, ws, folded = _fold_stride(x, weight, self.geometry)
-            dw = _unfold_weight(_conv_weight_grad(g, xs, ws.shape, folded), weight.shape, self.geometry.stride)
-        elif self.needs_input_grad[1]:
-            dw = _conv_weight_grad(g, x, weight.shape, self.geometry)
-        return (None if dx is None else dx.lazydata), (None if dw is None else dw.lazydata)
-
-
-def _conv_forward(x: Tensor, weight: Tensor, geometry: _ConvGeometry) -> Tensor:
-    bs, (cout, cin), hw, groups = x.shape[0], weight.shape[:2], weight.shape[2:], geometry.groups
-    xw = geometry.windows(x, hw)  # (bs, cin_, *oyx, *hw)
-    rcout, oyx = cout // groups, xw.shape[2 : 2 + len(hw)]
-    xw = xw.reshape(bs, groups, cin, 1, *oyx, *hw).expand(bs, groups, cin, rcout, *oyx, *hw)
-    n = len(oyx)
-    xw = xw.permute(0, 1, 3, *[4 + i for i in range(n)], 2, *[4 + n + i for i in range(len(hw))])
-    # (bs, groups, rcout, *oyx, cin, *hw) * (1, groups, rcout, 1..., cin, *hw), summed over cin and the window
-    w = weight.reshape(1, groups, rcout, *[1] * n, cin, *hw)
-    return (xw * w).sum([-1 - i for i in range(1 + len(hw))], keepdim=True).reshape(bs, cout, *oyx)
-
-
-def _conv_weight_grad(g: Tensor, x: Tensor, w_shape: tuple[sint, ...], geometry: _ConvGeometry) -> Tensor:
-    """d(loss)/d(weight): each window times its output's gradient, summed over the batch and the output positions."""
-    bs, (cout, cin), hw, groups = x.shape[0], w_shape[:2], w_shape[2:], geometry.groups
-    xw = geometry.windows(x, hw)  # (bs, cin_, *oyx, *hw)
-    rcout, oyx, n = cout // groups, xw.shape[2 : 2 + len(hw)], len(hw)
-    xw = xw.reshape(bs, groups, 1, cin, *oyx, *hw)
-    g = g.reshape(bs, groups, rcout, 1, *oyx, *[1] * n)
-    return (xw * g).sum([0, *range(4, 4 + n)]).reshape(cout, cin, *hw)
-
-
-def _conv_input_grad(g: Tensor, weight: Tensor, x_shape: tuple[sint, ...], geometry: _ConvGeometry) -> Tensor:
-    """d(loss)/d(input): the output gradient convolved with the flipped weights (in and out channels swapped within
-    each group). With a stride s, input position s*q + r (phase r) is reached only by the taps j whose window start
-    r + before - d*j is a multiple of s: each phase is its own stride-1 convolution with those taps, and the phases
-    interleave into the input. No zeros are inserted between gradients, so no multiply is spent on them."""
-    (cout, cin), hw, groups = weight.shape[:2], weight.shape[2:], geometry.groups
-    spatial = zip(x_shape[2:], g.shape[2:], hw, geometry.stride, geometry.dilation, geometry.padding_per_axis())
-    axes = [_input_grad_phases(i, o, k, s, d, before) for i, o, k, s, d, (before, _) in spatial]
-    trailing = list(range(3, weight.ndim + 1))
-    w = weight.reshape(groups, cout // groups, cin, *hw).permute(0, 2, 1, *trailing)  # (groups, cin, cout/groups, *hw)
-    rows = [ceildiv(i, s) for i, s in zip(x_shape[2:], geometry.stride)]  # q of s*q + r, per axis
-    parts = []
-    for phase in itertools.product(*axes):
-        if any(p is None for p in phase):
-            continue  # NOTE: no tap reaches this phase (a stride longer than the window): its gradient is zero
-        taps = w[(slice(None),) * 3 + tuple(slice(p.first, p.last + 1, p.step) for p in phase)].flip(trailing)
-        dilation = tuple(p.dilation for p in phase)
-        # NOTE: through _conv, so a transposed convolution built on this differentiates with conv's own backward
-        part = _conv(g.pad([None, None, *[(p.left, p.right) for p in phase]]), taps.flatten(end_dim=1), None, groups,
-                     1, dilation, 0)  # fmt: skip
-        # NOTE: the phase's q positions become column r of a (q, s) grid per axis, zero in the other columns
-        part = part.pad([None, None, *[(0, q - length) for q, length in zip(rows, part.shape[2:])]])
-        part = part.reshape(*part.shape[:2], *flatten((q, 1) for q in rows))
-        parts.append(part.pad([None, None, *flatten((None, (p.phase, s - 1 - p.phase))
-                                                    for p, s in zip(phase, geometry.stride))]))  # fmt: skip
-    if not parts:
-        # NOTE: every position is padding the stride skips: zeros, still a function of g and the weight (so a
-        # transposed convolution built on this keeps its graph and gives both zero gradients), from empty slices of
-        # them, which no inf or nan reaches
-        g_zeros, w_zeros = (t.shrink([(0, 0)] * t.ndim).pad([(0, size) for size in x_shape]) for t in (g, weight))
-        return g_zeros + w_zeros
-    dx = functools.reduce(lambda a, b: a + b, parts)
-    dx = dx.reshape(*dx.shape[:2], *[q * s for q, s in zip(rows, geometry.stride)])
-    return dx.shrink([None, None, *[(0, i) for i in x_shape[2:]]])
-
-
-@dataclasses.dataclass(frozen=True)
-class _Phase:
-    """Along one axis, the input positions s*q + phase read gradient positions q - left + dilation*u through the taps
-    first, first + step, ..., last of the weight (flipped, so u counts from last down)."""
-
-    phase: int
-    first: int
-    last: int
-    step: int
-    dilation: int
-    left: int
-    right: int
-
-
-def _input_grad_phases(i: int, o: int, k: int, s: int, d: int, before: int) -> list[_Phase | None]:
-    """One entry per phase r < s of an axis of input length i, output length o, kernel k, stride s, dilation d and
-    padding `before`: None where no tap reaches it."""
-    phases: list[_Phase | None] = []
-    for r in range(s):
-        taps = [j for j in range(k) if (r + before - d * j) % s == 0]
-        if not taps or r >= i:
-            phases.append(None)
-            continue
-        step = taps[1] - taps[0] if len(taps) > 1 else 1
-        dilation, length = d * step // s, ceildiv(i - r, s)
-        left = -((r + before - d * taps[-1]) // s)  # NOTE: the last tap reads the gradient furthest back
-        right = length + dilation * (len(taps) - 1) - o - left
-        phases.append(_Phase(r, taps[0], taps[-1], step, dilation, left, right))
-    return phases
-
-
-def _conv_transpose(
-    x: Tensor,
-    weight: Tensor,
-    bias: Tensor | None,
-    groups: int,
-    stride: Any,
-    dilation: Any,
-    padding: Any,
-    output_padding: Any,
-) -> Tensor:
-    """The input gradient of the convolution that `weight` (Cin, Cout/groups, *kernel) maps Cout channels to Cin
-    with: the same phases, so no multiply is spent on the zeros a stride would put between inputs."""
-    (bs, cin), hw = x.shape[:2], weight.shape[2:]
-    if x.ndim != weight.ndim or cin != weight.shape[0] or cin % groups:
-        raise ValueError(f"conv_transpose input {x.shape} does not fit weight {weight.shape} with groups={groups}: "
-                         f"need input (N, {weight.shape[0]}, ...) with {weight.ndim - 2} spatial axes")  # fmt: skip
-    s_, d_, p_, op_ = (make_pair(v, len(hw)) for v in (stride, dilation, padding, output_padding))
-    out = [(i - 1) * s - 2 * p + d * (k - 1) + op + 1 for i, k, s, d, p, op in zip(x.shape[2:], hw, s_, d_, p_, op_)]
-    if any(o <= 0 for o in out):
-        raise ValueError(f"conv_transpose of input {x.shape} with padding {p_} has no output (size {tuple(out)})")
-    ret = _conv_input_grad(x, weight, (bs, weight.shape[1] * groups, *out),
-                           _ConvGeometry(groups, s_, d_, _conv_padding(list(p_), len(hw))))  # fmt: skip
-    return ret if bias is None else ret + bias.reshape(1, -1, *[1] * len(hw))
-
-
-def _pooling_windows(x: Tensor, kernel_size: Any, stride: Any, dilation: Any, padding: Any, fill: float) -> Tensor:
-    """(..., *out_spatial, *kernel) windows of `x` padded with `fill`; stride defaults to the kernel."""
-    k = make_pair(kernel_size)
-    pads = make_pair(padding, len(k))
-    if any(pads):
-        x = x.pad([None] * (x.ndim - len(k)) + [(p, p) for p in pads], value=fill)
-    return x._pool(k, stride if stride is not None else k, dilation)
-
-
 class no_grad(contextlib.ContextDecorator):
     """`with no_grad():` builds no autograd graph inside the block (like torch.no_grad)."""
 
@@ -2025,3 +1554,7 @@ class no_grad(contextlib.ContextDecorator):
 
     def __exit__(self, *exc: object) -> None:
         Tensor.no_grad = self.prev
+
+
+# NOTE: imported last: they build on Tensor, and Tensor delegates to them
+from specgrad import convolution, indexing  # noqa: E402

@@ -4,10 +4,13 @@ gradient argument) and bad calls raising errors that name the shapes involved.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
-from specgrad import Tensor, dtypes, no_grad
+from specgrad import Device, Tensor, dtypes, no_grad
+from specgrad.dtype import DType
 
 
 def grad_of(t: Tensor) -> list:
@@ -238,3 +241,57 @@ def test_gather_accepts_tinygrad_argument_order() -> None:
     x = Tensor([[1.0, 2.0], [3.0, 4.0]])
     idx = Tensor([[1, 0], [0, 0]])
     assert x.gather(1, idx).tolist() == x.gather(idx, 1).tolist() == [[2.0, 1.0], [3.0, 3.0]]
+
+
+def test_gather_takes_the_seeds_and_pytorchs_keywords() -> None:
+    x = Tensor([[1.0, 2.0], [3.0, 4.0]])
+    idx = Tensor([[1, 0], [0, 0]])
+    want = [[2.0, 1.0], [3.0, 3.0]]
+    calls = [lambda: x.gather(idx=idx, dim=1), lambda: x.gather(idx, dim=1), lambda: x.gather(dim=1, index=idx),
+             lambda: x.gather(1, index=idx), lambda: x.gather(dim=1, idx=idx)]  # fmt: skip
+    assert all(call().tolist() == want for call in calls)
+    with pytest.raises(TypeError, match="index or idx"):
+        x.gather(idx=idx, index=idx, dim=1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'axis'"):
+        x.gather(idx, axis=1)
+    with pytest.raises(TypeError, match="an index Tensor and an int dim"):
+        x.gather(1)
+    with pytest.raises(TypeError, match="an int dim and a Tensor index"):
+        x.gather(idx, idx)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.int8, dtypes.uint8, dtypes.int32, dtypes.int64])
+def test_xor_with_a_python_int_on_either_side(dtype: DType) -> None:
+    a = np.array([0, 1, 5, 100, 127], dtype=dtype.np)
+    if not dtypes.is_unsigned(dtype):
+        a = np.concatenate([a, -a - 1])
+    t = Tensor(a, dtype=dtype)
+    for k in (0, 5, 77, -1, -8) if not dtypes.is_unsigned(dtype) else (0, 5, 77, 255):
+        assert (t ^ k).dtype == dtype and (k ^ t).dtype == dtype
+        np.testing.assert_array_equal((t ^ k).numpy(), a ^ np.array(k, dtype.np))
+        np.testing.assert_array_equal((k ^ t).numpy(), np.array(k, dtype.np) ^ a)
+    b = Tensor([True, False])
+    assert (True ^ b).tolist() == [False, True] and (True & b).tolist() == [True, False]
+    assert (False | b).tolist() == [True, False]
+
+
+MISUSE = {
+    "permute": (lambda x: x.permute(0, 0), ValueError),
+    "reshape": (lambda x: x.reshape(4), ValueError),
+    "expand": (lambda x: x.expand(4, 3), ValueError),
+    "matmul": (lambda x: x @ x, ValueError),
+    "cat": (lambda x: x.cat(Tensor.ones(2, 4)), ValueError),
+    "dim": (lambda x: x.sum(2), IndexError),
+    "index": (lambda x: x[5], IndexError),
+    "shrink": (lambda x: x.shrink(((0, 3), None)), IndexError),
+    "alloc": (lambda x: Device["CPU"].allocator.alloc(-1), ValueError),
+}
+
+
+@pytest.mark.parametrize("numpy_type, call", [(t, c) for c, t in MISUSE.values()], ids=list(MISUSE))
+def test_misuse_raises_what_numpy_and_the_seed_raise(numpy_type: type, call: Callable) -> None:
+    """The seed raised AssertionError (its asserts: an invalid permute, a non-positive allocation); numpy and PyTorch
+    raise ValueError or IndexError. Each misuse is both, so code written against either catches it."""
+    with pytest.raises(numpy_type) as info:
+        call(Tensor.ones(2, 3))
+    assert isinstance(info.value, AssertionError), f"{type(info.value).__name__} is no AssertionError"

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specgrad.helpers import all_int, merge_dicts, prod
+from specgrad.helpers import InvalidArgument, all_int, merge_dicts, prod
 from specgrad.shape.symbolic import MulNode, Node, NumNode, SumNode, Variable, sint, sym_infer
 from specgrad.shape.view import View, index_vars, merge_views
 
@@ -20,7 +20,7 @@ def _possible(cond: object) -> bool:
 
 def _check(ok: bool, op: str, arg: object, shape: tuple) -> None:
     if not ok:
-        raise ValueError(f"invalid {op} {arg} for shape {shape}")
+        raise InvalidArgument(f"invalid {op} {arg} for shape {shape}")
 
 
 def _same_size(a: sint, b: sint) -> bool:
@@ -83,7 +83,7 @@ class ShapeTracker:
     def __add__(self, st: ShapeTracker) -> ShapeTracker:
         """st applied on top of self: st's first view indexes a contiguous buffer of self.shape."""
         if all_int(self.shape) and st.real_size() > prod(self.shape):
-            raise ValueError(f"cannot stack {st} on shape {self.shape}: it reads {st.real_size()} elements")
+            raise InvalidArgument(f"cannot stack {st} on shape {self.shape}: it reads {st.real_size()} elements")
         ret = self
         for v in st.views:
             ret = ShapeTracker(ret.views + (v,)).simplify()

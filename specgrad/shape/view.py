@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from specgrad.helpers import all_int, ceildiv, flatten, prod
+from specgrad.helpers import InvalidArgument, all_int, ceildiv, flatten, prod
 from specgrad.shape.symbolic import AndNode, LtNode, MulNode, Node, NumNode, SumNode, Variable, sint, sym_and, sym_sum
 
 Mask = tuple[tuple[sint, sint], ...]
@@ -76,7 +76,7 @@ class View:
         """The canonical View: default strides, 0 strides on size-1 dims, no all-covering mask."""
         shape = tuple(map(_canon, shape))
         if (strides is not None and len(strides) != len(shape)) or (mask is not None and len(mask) != len(shape)):
-            raise ValueError(f"View of shape {shape} needs one stride and mask entry per dim: {strides}, {mask}")
+            raise InvalidArgument(f"View of shape {shape} needs one stride and mask entry per dim: {strides}, {mask}")
         strides = strides_for_shape(shape) if strides is None else filter_strides(shape, tuple(map(_canon, strides)))
         offset = _canon(offset)
         if mask is not None:
@@ -172,7 +172,7 @@ class View:
         if self.shape == new_shape:
             return self
         if all_int(self.shape + new_shape) and prod(self.shape) != prod(new_shape):
-            raise ValueError(f"cannot reshape {self.shape} to {new_shape}: sizes differ")
+            raise InvalidArgument(f"cannot reshape {self.shape} to {new_shape}: sizes differ")
         if 0 in self.shape or self.contiguous:
             return View.create(new_shape)
         if self.is_all_invalid:
