@@ -52,6 +52,16 @@ def create_lazybuffer(
     return ret
 
 
+# Every live object that holds a LazyBuffer for the user (each Tensor registers itself): a value one of them can still
+# read is a value an assign must not leave reading a buffer it overwrites (schedule.py, _add_assign_readers)
+HOLDERS: weakref.WeakSet[Any] = weakref.WeakSet()
+
+
+def held_bases() -> set[LazyBuffer]:
+    """The unrealized bases that a live holder's LazyBuffer is, or is a view of."""
+    return {b for h in list(HOLDERS) if (b := h.lazydata.base).realized is None}
+
+
 class LazyBuffer:
     def __init__(
         self,

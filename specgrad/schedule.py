@@ -18,7 +18,7 @@ from dataclasses import replace
 from specgrad.dtype import DType
 from specgrad.flags import DEBUG
 from specgrad.helpers import dedup, prod
-from specgrad.lazy import LazyBuffer
+from specgrad.lazy import LazyBuffer, held_bases
 from specgrad.ops import (
     UNSAFE_PAD_OPS,
     BufferOps,
@@ -88,15 +88,30 @@ def _walk_graph(roots: list[LazyBuffer], realizes: dict[LazyBuffer, None]) -> di
 
 
 def _add_assign_readers(allbufs: dict[LazyBuffer, None], realizes: dict[LazyBuffer, None]) -> None:
-    """An assign overwrites its target's buffer, so every live value still reading the old contents is computed in
-    this schedule too, before the write (see _order_assigns)."""
+    """An assign overwrites its target's buffer, so every live value still reading the old contents is computed and
+    stored in this schedule too, before the write (see _order_assigns). The values that can still be read are the
+    ones a Tensor holds: from the target, each unrealized reader is followed through its readers until one is held
+    or stored by this schedule. A held one is stored now; the rest are garbage or fused into what is. So a loss, the
+    logits or a gradient realized after `opt.step()` is the value from before the step (the held one may be fused
+    into this schedule's kernels too, as the loss into its gradient: it is still stored, for later reads)."""
     pending = [lb for lb in allbufs if lb.assign_target is not None]
+    held = held_bases() if pending else set()
     while pending:
-        readers = [c for w in pending for c in w.assign_target.children  # type: ignore[union-attr]
-                   if c.realized is None and c.assign_target is None and c not in allbufs]  # fmt: skip
-        for c in readers:
+        stack = [c for w in pending for c in w.assign_target.children]  # type: ignore[union-attr]
+        seen: set[LazyBuffer] = set()
+        found: list[LazyBuffer] = []
+        while stack:
+            c = stack.pop()
+            if c in seen or c.realized is not None or c.assign_target is not None or c in realizes:
+                continue
+            seen.add(c)
+            if c in held:
+                found.append(c)
+            else:
+                stack.extend(c.children)
+        for c in found:
             realizes[c] = None
-        new = _walk_graph(readers, realizes)
+        new = _walk_graph(found, realizes)
         pending = [lb for lb in new if lb.assign_target is not None and lb not in allbufs]
         allbufs.update(new)
 

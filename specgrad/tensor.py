@@ -17,7 +17,7 @@ from specgrad import mlops
 from specgrad.device import Device, DeviceUnavailable
 from specgrad.dtype import DType, dtypes, to_dtype
 from specgrad.helpers import InvalidArgument, OutOfRange, all_int, argfix, flatten, make_pair, prod
-from specgrad.lazy import LazyBuffer, full_const
+from specgrad.lazy import HOLDERS, LazyBuffer, full_const
 from specgrad.ops import BinaryOps, LoadOps
 from specgrad.realize import realize
 from specgrad.shape.symbolic import sint, sym_infer
@@ -28,7 +28,7 @@ Scalar = int | float | bool
 class Tensor:
     """An n-dimensional array on a device, computed lazily; `backward()` fills `.grad`."""
 
-    __slots__ = ("lazydata", "requires_grad", "grad", "_ctx")
+    __slots__ = ("lazydata", "requires_grad", "grad", "_ctx", "__weakref__")  # NOTE: weak: lazy.HOLDERS
     __hash__ = object.__hash__  # NOTE: == is elementwise, so hashing is by identity
     training: ClassVar[bool] = False
     no_grad: ClassVar[bool] = False
@@ -55,11 +55,13 @@ class Tensor:
         self.requires_grad: bool | None = requires_grad
         self.grad: Tensor | None = None
         self._ctx: mlops.Function | None = None
+        HOLDERS.add(self)
 
     @staticmethod
     def _wrap(lb: LazyBuffer, requires_grad: bool | None = None) -> Tensor:
         ret = Tensor.__new__(Tensor)
         ret.lazydata, ret.requires_grad, ret.grad, ret._ctx = lb, requires_grad, None, None
+        HOLDERS.add(ret)
         return ret
 
     @staticmethod

@@ -77,3 +77,34 @@ def test_a_base_handed_out_twice_is_not_assigned_in_place(device: str) -> None:
     b.assign(b + 1).realize()
     np.testing.assert_equal(a.numpy(), [1.0, 2.0])
     np.testing.assert_equal(b.numpy(), [2.0, 3.0])
+
+
+def test_values_fused_into_the_step_are_read_as_before_it(dev: str) -> None:
+    """A loss, the model's output and a gradient, realized after opt.step(), are what they were before it: each is
+    fused into the step's kernels (the loss into its own gradient) and reads the weights the step overwrites, so the
+    step stores them first. Before, the loss came out computed with the updated bias (issue 29's bench rows)."""
+    from specgrad.nn import Linear
+    from specgrad.nn.optim import SGD
+    from specgrad.nn.state import get_parameters
+
+    Tensor.manual_seed(0)
+    rng = np.random.default_rng(0)
+    l1, l2 = Linear(8, 16), Linear(16, 4)
+    x, y = (Tensor(rng.standard_normal(s).astype(np.float32)) for s in ((5, 8), (5, 4)))
+    opt = SGD(get_parameters([l1, l2]), lr=0.5)
+
+    def forward() -> tuple[Tensor, Tensor]:
+        out = l2(l1(x).gelu())
+        loss = ((out - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        return out, loss
+
+    out, loss = forward()
+    want = [t.numpy() for t in (out, loss, l1.weight.grad, l2.bias.grad)]
+    out, loss = forward()
+    opt.step()
+    got = [t.numpy() for t in (out, loss, l1.weight.grad, l2.bias.grad)]
+    for name, g, w in zip(("output", "loss", "l1.weight.grad", "l2.bias.grad"), got, want):
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-7, err_msg=f"{name} after the step")
+    assert not np.allclose(l2(l1(x).gelu()).numpy(), want[0], atol=1e-3), "the step changed nothing"

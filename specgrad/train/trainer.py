@@ -278,7 +278,8 @@ class Trainer:
                 loss = weighted(losses, outs, ys)
                 opt.zero_grad()
                 loss.backward()
-                # NOTE: realized before the step: a value still lazy then would be computed with the updated weights
+                # NOTE: realized before the step, in a schedule of its own (the step would store it too, as every
+                # value a Tensor still holds: schedule.py, _add_assign_readers)
                 reported = (loss if same else weighted(losses, tuple(o.detach() for o in outs), ys, True)).realize()
                 if clip is not None:
                     optim.clip_grad_norm_(opt.params, clip)
