@@ -90,7 +90,29 @@ class GPT:
         return self.head(self.ln(x))  # (B, T, vocab)
 
 
-MODELS: dict[str, Callable[..., Any]] = {"MLP": MLP, "CNN": CNN, "GPT": GPT}
+class ResNetBlock:
+    """ResNet's basic block: two 3x3 convolutions with batch norm, relu, and the input added back."""
+
+    def __init__(self, c: int) -> None:
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2, self.bn2 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+
+    def __call__(self, x: Tensor) -> Tensor:
+        return (self.bn2(self.conv2(self.bn1(self.conv1(x)).relu())) + x).relu()
+
+
+class LSTMLM:
+    """A character language model on an LSTM: embedding, one LSTM layer, the vocabulary head."""
+
+    def __init__(self, vocab: int = 65, hidden: int = 256) -> None:
+        self.tok, self.lstm, self.head = nn.Embedding(vocab, hidden), nn.LSTM(hidden, hidden), nn.Linear(hidden, vocab)
+
+    def __call__(self, idx: Tensor) -> Tensor:
+        return self.head(self.lstm(self.tok(idx))[0])
+
+
+MODELS: dict[str, Callable[..., Any]] = {"MLP": MLP, "CNN": CNN, "GPT": GPT, "ResNet": ResNetBlock,
+                                         "Block": Block, "LSTM": LSTMLM}  # fmt: skip
 
 
 def torch_model(name: str, **kwargs: int) -> Any:
@@ -141,7 +163,27 @@ def torch_model(name: str, **kwargs: int) -> Any:
                 x = block(x)
             return self.head(self.ln(x))
 
-    return {"MLP": TorchMLP, "CNN": TorchCNN, "GPT": TorchGPT}[name](**kwargs)
+    class TorchResNetBlock(tnn.Module):
+        def __init__(self, c: int) -> None:
+            super().__init__()
+            self.conv1, self.bn1 = tnn.Conv2d(c, c, 3, padding=1, bias=False), tnn.BatchNorm2d(c)
+            self.conv2, self.bn2 = tnn.Conv2d(c, c, 3, padding=1, bias=False), tnn.BatchNorm2d(c)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return torch.relu(self.bn2(self.conv2(torch.relu(self.bn1(self.conv1(x))))) + x)
+
+    class TorchLSTMLM(tnn.Module):
+        def __init__(self, vocab: int = 65, hidden: int = 256) -> None:
+            super().__init__()
+            self.tok, self.head = tnn.Embedding(vocab, hidden), tnn.Linear(hidden, vocab)
+            self.lstm = tnn.LSTM(hidden, hidden, batch_first=True)
+
+        def forward(self, idx: torch.Tensor) -> torch.Tensor:
+            return self.head(self.lstm(self.tok(idx))[0])
+
+    twins = {"MLP": TorchMLP, "CNN": TorchCNN, "GPT": TorchGPT, "ResNet": TorchResNetBlock, "Block": TorchBlock,
+             "LSTM": TorchLSTMLM}  # fmt: skip
+    return twins[name](**kwargs)
 
 
 # ***** results and timing *****
@@ -315,11 +357,16 @@ class Sizes:
     conv: tuple[tuple[int, int, int, int], tuple[int, int, int, int]] = ((32, 16, 32, 32), (32, 16, 3, 3))
     batch: tuple[int, int, int] = (128, 64, 16)  # MLP, CNN, GPT
     gpt: tuple[int, int, int] = (128, 4, 64)  # width, heads, context
+    # the zoo's shapes: a ResNet basic block, a GPT-2-small layer, an LSTM language model
+    resnet: tuple[int, int, int] = (8, 64, 56)  # batch, channels, height and width
+    gpt2: tuple[int, int, int, int] = (2, 768, 12, 256)  # batch, width, heads, context
+    lstm: tuple[int, int, int] = (32, 256, 64)  # batch, hidden, time steps
 
 
 DEFAULT = Sizes()
 QUICK = Sizes(matmul=(64, 128), elementwise=64 << 10, reduce=64 << 10, softmax=(128, 256),
-              conv=((4, 4, 8, 8), (8, 4, 3, 3)), batch=(16, 8, 2), gpt=(32, 4, 16))  # fmt: skip
+              conv=((4, 4, 8, 8), (8, 4, 3, 3)), batch=(16, 8, 2), gpt=(32, 4, 16), resnet=(2, 8, 8),
+              gpt2=(1, 32, 2, 16), lstm=(2, 16, 8))  # fmt: skip
 
 # the goals (ratios to the reference at the same thread count, higher is better; seconds for start-up); the GPU's
 # matmul goal is lower
@@ -549,6 +596,95 @@ def bench_training(name: str, label: str, sizes: Sizes, timer: Timer) -> Result:
                      target=TARGETS["train"])  # fmt: skip
 
 
+# ***** the zoo's shapes: one layer or block each, specgrad with TinyJit vs PyTorch eager *****
+
+
+def zoo_case(name: str, sizes: Sizes, rng: np.random.Generator) -> tuple[dict[str, int], str, list[tuple]]:
+    """(the model's arguments, the row's label, CHECK_STEPS (input, target) batches) of a zoo row."""
+    if name == "ResNet":
+        n, c, hw = sizes.resnet
+        data = [(rng.standard_normal((n, c, hw, hw), dtype=np.float32), rng.standard_normal((n, c, hw, hw),
+                 dtype=np.float32)) for _ in range(CHECK_STEPS)]  # fmt: skip
+        return {"c": c}, f"ResNet basic block {c}ch {hw}x{hw}, batch {n}, forward+backward", data
+    if name == "Block":
+        n, d, heads, ctx = sizes.gpt2
+        data = [(rng.standard_normal((n, ctx, d), dtype=np.float32), rng.standard_normal((n, ctx, d),
+                 dtype=np.float32)) for _ in range(CHECK_STEPS)]  # fmt: skip
+        return {"d": d, "heads": heads}, f"train GPT-2-small layer d{d} h{heads} ctx{ctx}, batch {n}, Adam", data
+    n, hidden, steps = sizes.lstm
+    tokens = rng.integers(0, 65, (CHECK_STEPS, n, steps + 1)).astype(np.int32)
+    return (
+        {"hidden": hidden},
+        f"train LSTM LM h{hidden} {steps} steps, batch {n}, Adam",
+        [(t[:, :-1], t[:, 1:]) for t in tokens],
+    )
+
+
+def zoo_loss(name: str, out: Any, target: Any, torch: Any = None) -> Any:
+    """The row's loss, in specgrad or (given torch) PyTorch: a weighted sum for the ResNet block (its gradient is the
+    target), mean squared error for the transformer layer, cross-entropy for the language model."""
+    if name == "ResNet":
+        return (out * target).sum()
+    if name == "Block":
+        return ((out - target) ** 2).mean()
+    if torch is None:
+        return out.sparse_categorical_crossentropy(target)
+    return torch.nn.functional.cross_entropy(out.flatten(0, -2), target.flatten())
+
+
+def bench_zoo(name: str, sizes: Sizes, timer: Timer) -> Result:
+    """One step of a zoo-shaped model: forward and backward (ResNet's block, no optimizer) or a whole Adam training
+    step, captured by TinyJit, against PyTorch eager from the same weights on the same batches (losses compared)."""
+    Tensor.manual_seed(0)
+    kwargs, label, batches = zoo_case(name, sizes, np.random.default_rng(0))
+    model = MODELS[name](**kwargs)
+    state = {k: v.numpy() for k, v in get_state_dict(model).items()}
+    params = get_parameters(model)
+    opt = Adam(params, lr=1e-3) if name != "ResNet" else None
+
+    def sg_step(x: Tensor, y: Tensor) -> Tensor:
+        with Tensor.train():
+            loss = zoo_loss(name, model(x), y)
+            for p in params:
+                p.grad = None
+            loss.backward()
+            if opt is not None:
+                opt.step()
+            else:
+                Tensor.corealize([p.grad for p in params if p.grad is not None])
+        return loss.realize()
+
+    step, data = TinyJit(sg_step), [(Tensor(x).realize(), Tensor(y).realize()) for x, y in batches]
+    losses = [step(x, y).item() for x, y in data]
+    cycle = itertools.cycle(data)
+    value = 1 / timer.best(lambda: realized(step(*next(cycle))))
+    if (torch := _torch()) is None:
+        assert all(math.isfinite(x) for x in losses), f"{label} on {Device.DEFAULT}: losses {losses}"
+        return Result.of(label, "steps/s", value, target=TARGETS["train"])
+    twin = torch_model(name, **kwargs)
+    twin.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in state.items()})
+    twin.train()
+    t_opt = torch.optim.Adam(twin.parameters(), lr=1e-3) if opt is not None else None
+    t_data = [(torch.from_numpy(x.copy()) if x.dtype != np.int32 else torch.from_numpy(x.astype(np.int64)),
+               torch.from_numpy(y.copy()) if y.dtype != np.int32 else torch.from_numpy(y.astype(np.int64)))
+              for x, y in batches]  # fmt: skip
+
+    def torch_step(x: Any, y: Any) -> float:
+        loss = zoo_loss(name, twin(x), y, torch)
+        twin.zero_grad(set_to_none=True)
+        loss.backward()
+        if t_opt is not None:
+            t_opt.step()
+        return loss.item()
+
+    ref_losses = [torch_step(x, y) for x, y in t_data]
+    np.testing.assert_allclose(losses, ref_losses, rtol=2e-3, err_msg=f"{label} on {Device.DEFAULT}")
+    t_cycle = itertools.cycle(t_data)
+    ref = 1 / timer.best(lambda: torch_step(*next(t_cycle)))
+    return Result.of(label, "steps/s", value, f"torch eager, {_threads(torch.get_num_threads())}", ref,
+                     target=TARGETS["train"])  # fmt: skip
+
+
 # ***** process start to the first training step *****
 
 
@@ -612,6 +748,7 @@ def workloads(sizes: Sizes) -> list[Workload]:
             Workload("conv2d", one(bench_conv2d, sizes.conv)),
             Workload("conv2d backward", one(bench_conv2d_backward, sizes.conv)),
             *[Workload(f"train {label}", one(bench_training, name, label, sizes)) for name, label in models],
+            *[Workload(f"zoo {name}", one(bench_zoo, name, sizes)) for name in ("ResNet", "Block", "LSTM")],
             Workload("start", lambda timer: bench_start(sizes))]  # fmt: skip
 
 

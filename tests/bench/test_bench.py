@@ -70,7 +70,8 @@ def test_every_workload_has_a_distinct_name() -> None:
 @pytest.mark.parametrize("name", list(MODELS))
 def test_torch_twins_have_the_same_parameters(name: str) -> None:
     pytest.importorskip("torch")
-    kwargs = {"d": 32, "heads": 4, "context": 16} if name == "GPT" else {}
+    kwargs = {"GPT": {"d": 32, "heads": 4, "context": 16}, "Block": {"d": 32, "heads": 4}, "ResNet": {"c": 8},
+              "LSTM": {"hidden": 16}}.get(name, {})  # fmt: skip
     ours = {k: tuple(v.shape) for k, v in get_state_dict(MODELS[name](**kwargs)).items()}
     theirs = {k: tuple(v.shape) for k, v in torch_model(name, **kwargs).state_dict().items()}
     assert ours == theirs
@@ -85,6 +86,16 @@ def test_module_entry_point_prints_the_table(capsys: pytest.CaptureFixture[str])
     assert main(["--quick", "--device", "CPU", "--only", "sum", "--seconds", "0"]) == 0
     out = capsys.readouterr().out.splitlines()
     assert out[0].startswith("specgrad bench on CPU") and out[3].startswith("sum of 64K floats")
+
+
+def test_zoo_rows_run_and_agree_with_torch(capsys: pytest.CaptureFixture[str]) -> None:
+    """The ResNet block, GPT-2-small layer and LSTM rows at --quick sizes: each checks its losses against PyTorch
+    from the same weights (where torch is installed; finite losses without it) before it prints a row."""
+    assert main(["--quick", "--device", "CPU", "--only", "zoo", "--seconds", "0"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = out[next(i for i, line in enumerate(out) if line.startswith("workload")) + 1 :]
+    assert [r.split()[0] for r in rows] == ["ResNet", "train", "train"], rows
+    assert "GPT-2-small layer" in rows[1] and "LSTM LM" in rows[2]
 
 
 def test_module_entry_point_reports_an_unknown_device(capsys: pytest.CaptureFixture[str]) -> None:
