@@ -361,9 +361,9 @@ def _pack_operand(si: ScheduleItem) -> list[ScheduleItem]:
 
 def _pack_plan(ast: LazyOp) -> tuple[LazyOp, int, int] | None:
     """(the LOAD to pack, the output axis N along which its panels run, the reduce axis K) for a SUM kernel with a
-    single reduce axis, N a multiple of the panel: an operand walked with stride 1 along N where rows, K and N are all
-    at least PACK_MIN, or, where every operand walks K with stride 1 (x @ w.T), one walked along N by rows, where
-    K is at most PACK_T_MAX_K and rows x K x N is at least PACK_T_WORK."""
+    single reduce axis, N a multiple of the panel and the output's contiguous axis: an operand walked with stride 1
+    along N where rows, K and N are all at least PACK_MIN, or, where every operand walks K with stride 1 (x @ w.T),
+    one walked along N by rows, where K is at most PACK_T_MAX_K and rows x K x N is at least PACK_T_WORK."""
     reduces = [x for x in ast.lazyops() if isinstance(x.op, ReduceOps)]
     if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM:
         return None
@@ -373,6 +373,7 @@ def _pack_plan(ast: LazyOp) -> tuple[LazyOp, int, int] | None:
     if not loads or len(red_axes) != 1 or not all(isinstance(s, int) for s in full):
         return None
     red = red_axes[0]
+    out_strides = ast.arg.st.views[-1].strides if ast.op is BufferOps.STORE else ()
     # NOTE: the dot form: every operand walks K with stride 1, so no output axis can take the vector lanes
     dot_form = all(len(x.arg.st.views) == 1 and x.arg.st.views[0].strides[red] == 1 for x in loads)
     for load in loads:
@@ -380,8 +381,15 @@ def _pack_plan(ast: LazyOp) -> tuple[LazyOp, int, int] | None:
             continue
         for axis, (size, stride) in enumerate(zip(view.shape, view.strides)):
             rows = prod(s for i, s in enumerate(full) if i not in (axis, red))
-            if axis == red or size % PACK_PANEL or any(st != 0 for i, st in enumerate(view.strides)
-                                                         if i not in (axis, red)):  # fmt: skip
+            # NOTE: only along the output's contiguous axis: the panels are for the vector lanes to go there (packing
+            # h in h @ W.T along its rows left no axis for them, and the kernel ran as scalar code)
+            if (
+                axis == red
+                or size % PACK_PANEL
+                or len(out_strides) != len(full)
+                or out_strides[axis] != 1
+                or any(st != 0 for i, st in enumerate(view.strides) if i not in (axis, red))
+            ):
                 continue
             by_columns = stride == 1 and view.strides[red] not in (0, 1) and min(size, full[red], rows) >= PACK_MIN
             transposed = (dot_form and stride not in (0, 1) and full[red] <= PACK_T_MAX_K

@@ -173,6 +173,18 @@ def test_packing_is_the_schedulers_decision_for_any_graph() -> None:
     assert kernels(x[:64, :32] @ w[:64, :32].T) == 1, "too little work to repay a copy"
 
 
+@pytest.mark.parametrize("rows, k, n", [(1024, 128, 512), (32, 256, 1024)], ids=["projection", "lstm_step"])
+def test_linear_packs_its_weight_so_the_output_takes_the_vector_lanes(rows: int, k: int, n: int) -> None:
+    """In nn.Linear's x @ w.T both operands walk K with stride 1: w is copied into panels along the output's
+    contiguous axis, so the vector lanes go there. Packing x along its rows instead (it passed the size test first)
+    left no axis for them: an LSTM step's h @ W_hh.T ran as scalar code at 11 GFLOP/s, 100 after."""
+    x, w = Tensor.rand(rows, k, device="CPU").realize(), Tensor.rand(n, k, device="CPU").realize()
+    items = [si for si in create_schedule([(x @ w.T).lazydata]) if si.ast.op is BufferOps.STORE]
+    assert len(items) == 2 and items[0].inputs[0].realized is w.lazydata.base.realized, "w is the packed one"
+    opts = choose_opts(Kernel.from_ast(items[-1].ast), C_TARGET)
+    assert any(o.op == "VECTOR" for o in opts), opts
+
+
 def test_transposed_operand_packed_matches_numpy(device: str) -> None:
     """x @ w.T with K = 128 (a transformer's projection) runs from panels copied across: forward and both gradients
     against float64 numpy."""
