@@ -216,6 +216,9 @@ def _reduce_target(
     """The single kernel root that reads `r` only through unrealized elementwise ops and a plain reshape."""
     frontier: dict[LazyBuffer, ShapeTracker] = {r: r.st}
     found: dict[LazyBuffer, ShapeTracker] = {}
+    # NOTE: every node reached, with the view it sees r through: paths of different lengths can meet (x.flip(0) and
+    # x both feeding one sum), and a node that sees r through two views cannot fuse it
+    reached: dict[LazyBuffer, ShapeTracker] = {r: r.st}
     while frontier:
         nxt: dict[LazyBuffer, ShapeTracker] = {}
         for lb, st in frontier.items():
@@ -228,9 +231,9 @@ def _reduce_target(
                 if isinstance(child.op, ReduceOps):
                     return None  # NOTE: one reduce per kernel
                 views = dedup(s for s in child.srcs if s.base is lb)
-                if len(views) != 1 or (child in nxt and nxt[child] != st + views[0].st):
+                if len(views) != 1 or reached.get(child, st + views[0].st) != st + views[0].st:
                     return None
-                nxt[child] = st + views[0].st
+                nxt[child] = reached[child] = st + views[0].st
         frontier = nxt
     if len(found) != 1:
         return None
