@@ -51,11 +51,11 @@ def cpu_run() -> dict[str, Any]:
 
 
 def test_quick_run_on_cpu_has_every_workload(cpu_run: dict[str, Any]) -> None:
-    names = ["matmul", "matmul", *KERNELS[1:], "train", "train", "train", "start", "start"]
+    names = ["matmul", "matmul", *KERNELS[1:], "train", "train", "train", "ResNet", "train", "train", "start", "start"]
     check_document(cpu_run, "CPU", names)
     units = {r["name"].split()[0]: r["unit"] for r in cpu_run["results"]}
     assert units == {"matmul": "GFLOP/s", "elementwise": "GB/s", "sum": "GB/s", "softmax": "GB/s",
-                     "conv2d": "GFLOP/s", "train": "steps/s", "start": "s"}  # fmt: skip
+                     "conv2d": "GFLOP/s", "train": "steps/s", "ResNet": "steps/s", "start": "s"}  # fmt: skip
     assert all(r["reference"].startswith("numpy") for r in cpu_run["results"][:5])
     conv = cpu_run["results"][5]["reference"]
     assert conv.startswith("torch conv2d, ") if cpu_run["torch"] else conv == "numpy im2col+matmul"
@@ -71,8 +71,8 @@ def test_start_up_reports_cold_warm_and_their_ratio(cpu_run: dict[str, Any]) -> 
 
 def test_training_is_compared_with_torch(cpu_run: dict[str, Any]) -> None:
     pytest.importorskip("torch")
-    train = [r for r in cpu_run["results"] if r["name"].startswith("train")]
-    assert [r["name"].split()[1] for r in train] == ["MLP", "CNN", "GPT"]
+    train = [r for r in cpu_run["results"] if r["unit"] == "steps/s"]
+    assert [r["name"].split()[1] for r in train] == ["MLP", "CNN", "GPT", "basic", "GPT-2-small", "LSTM"]
     threads = f"{cpu_run['threads']} thread{'s' * (cpu_run['threads'] != 1)}"
     assert all(r["reference"] == f"torch eager, {threads}" for r in train) and cpu_run["torch"]
     assert cpu_run["torch_threads"] == cpu_run["threads"], "torch runs at specgrad's thread count"
