@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
 import subprocess
@@ -154,6 +155,39 @@ def test_plain_cc_builds_kernels(tmp_path: Path) -> None:
     res = subprocess.run([sys.executable, "-c", CC_PROGRAM], env=env, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr
     assert "CLANG device: compiling with" in res.stdout and "/cc)" in res.stdout and res.stdout.strip().endswith("ok")
+
+
+def test_clang_links_with_the_linker_its_driver_would_run(tmp_path: Path) -> None:
+    """clang's driver costs as much to start again for the link as the compile; the build runs the driver's own ld
+    command instead, and what it builds loads and computes."""
+    from specgrad.runtime import ops_clang
+
+    if (path := shutil.which("clang")) is None:
+        pytest.skip("clang is not installed here")
+    flags = (*ops_clang.CFLAGS, *ops_clang.target_flags("native"))
+    link = ops_clang.link_command(path, flags)
+    assert link is not None and ops_clang.OBJECT_MARK in link and "-shared" in link and os.path.isabs(link[0])
+    lib = tmp_path / "k.so"
+    lib.write_bytes(ops_clang.compile_c(path, flags, "int sg_twice(int x) { return 2 * x; }"))
+    assert ctypes.CDLL(str(lib)).sg_twice(21) == 42
+
+
+def test_a_driver_whose_link_plan_is_unreadable_links_by_itself(tmp_path: Path) -> None:
+    """A compiler that is not clang, or whose `-###` plan is not one plain command, builds in one driver call."""
+    from specgrad.runtime import ops_clang
+
+    if (cc := shutil.which("cc")) is None:
+        pytest.skip("no system cc on this machine")
+    fake = tmp_path / "clang"  # NOTE: says it is clang, plans nothing readable, and otherwise is the system cc
+    fake.write_text(f'#!/bin/sh\ncase "$1" in --version) echo "fake clang 1";; -###) echo garbled >&2;; '
+                    f'*) exec {cc} "$@";; esac\n')  # fmt: skip
+    fake.chmod(0o755)
+    flags = (*ops_clang.CFLAGS, *ops_clang.target_flags("native"))
+    assert ops_clang.link_command(str(fake), flags) is None
+    assert ops_clang.link_command(cc, flags) is None or "clang" in ops_clang.compiler_version(cc).lower()
+    lib = tmp_path / "k.so"
+    lib.write_bytes(ops_clang.compile_c(str(fake), flags, "int sg_twice(int x) { return 2 * x; }"))
+    assert ctypes.CDLL(str(lib)).sg_twice(21) == 42
 
 
 # *** lowered kernels ***

@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import platform
+import shlex
 import shutil
 import subprocess
 import sys
@@ -120,20 +121,55 @@ def compile_c(path: str, flags: tuple[str, ...], src: str) -> bytes:
     """The shared object of `src`; BuildFailed with the compiler's messages if it fails, crashes or warns of an ABI
     change (a vector wider than the target's registers)."""
     with tempfile.TemporaryDirectory(prefix="cc-", dir=private_folder()) as tmp:  # NOTE: what we read is what cc wrote
-        out = Path(tmp) / "kernel.so"
-        try:
-            res = subprocess.run([path, *flags, "-x", "c", "-", "-o", str(out), "-lm"], input=src,
-                                 capture_output=True, text=True)  # fmt: skip
-        except OSError as e:
-            raise BuildFailed(f"{path} did not start: {e}") from None
-        if res.returncode < 0:
-            raise BuildFailed(f"{path} crashed ({signal_name(-res.returncode)}):\n{res.stderr}")
-        if res.returncode != 0:
-            raise BuildFailed(f"{path} exited with status {res.returncode}:\n{res.stderr}")
-        if abi_warning(res.stderr):
-            raise BuildFailed(f"{path} warns that a vector type changes the ABI for -march of {' '.join(flags)}; "
-                              f"the kernel could compute wrong values:\n{res.stderr}")  # fmt: skip
+        out, obj = Path(tmp) / "kernel.so", Path(tmp) / "kernel.o"
+        if (link := link_command(path, flags)) is None:
+            _run_compiler(path, [path, *flags, "-x", "c", "-", "-o", str(out), "-lm"], src, flags)
+        else:
+            compile_only = [f for f in flags if f != "-shared"]
+            _run_compiler(path, [path, *compile_only, "-c", "-x", "c", "-", "-o", str(obj)], src, flags)
+            paths = {OBJECT_MARK: str(obj), OUTPUT_MARK: str(out)}
+            _run_compiler(link[0], [paths.get(a, a) for a in link], "", flags)
         return out.read_bytes()
+
+
+def _run_compiler(path: str, cmd: list[str], src: str, flags: tuple[str, ...]) -> None:
+    try:
+        res = subprocess.run(cmd, input=src, capture_output=True, text=True)
+    except OSError as e:
+        raise BuildFailed(f"{path} did not start: {e}") from None
+    if res.returncode < 0:
+        raise BuildFailed(f"{path} crashed ({signal_name(-res.returncode)}):\n{res.stderr}")
+    if res.returncode != 0:
+        raise BuildFailed(f"{path} exited with status {res.returncode}:\n{res.stderr}")
+    if abi_warning(res.stderr):
+        raise BuildFailed(f"{path} warns that a vector type changes the ABI for -march of {' '.join(flags)}; "
+                          f"the kernel could compute wrong values:\n{res.stderr}")  # fmt: skip
+
+
+OBJECT_MARK, OUTPUT_MARK = "sg-object-mark.o", "sg-output-mark.so"
+
+
+@functools.cache
+def link_command(path: str, flags: tuple[str, ...]) -> tuple[str, ...] | None:
+    """The linker command clang's driver would run to make a kernel's shared object, with OBJECT_MARK and
+    OUTPUT_MARK where the paths go; None to let the driver link (gcc, or a driver whose plan is not one plain
+    command). Half of clang's time per kernel was its driver starting again to link; ld itself takes 3 ms."""
+    if "clang" not in compiler_version(path).lower():
+        return None  # NOTE: gcc links through collect2 with a temporary LTO file in its plan, and links fast anyway
+    with tempfile.TemporaryDirectory(prefix="cc-", dir=private_folder()) as tmp:
+        (Path(tmp) / OBJECT_MARK).touch()  # NOTE: the driver leaves out inputs that do not exist
+        try:
+            res = subprocess.run([path, "-###", *flags, OBJECT_MARK, "-o", OUTPUT_MARK, "-lm"], cwd=tmp,
+                                 capture_output=True, text=True, timeout=60)  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return None
+    jobs = [line for line in res.stderr.splitlines() if line.startswith(' "')]
+    if res.returncode != 0 or len(jobs) != 1:
+        return None
+    cmd = tuple(shlex.split(jobs[0]))
+    if OBJECT_MARK not in cmd or OUTPUT_MARK not in cmd or not os.path.isabs(cmd[0]) or not os.access(cmd[0], os.X_OK):
+        return None
+    return cmd
 
 
 # The thread pool kernels hand their outer loop to: [0, n) cut into one contiguous part per thread, the caller
