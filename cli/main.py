@@ -13,19 +13,12 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from specgrad.cli.bench import bench
-from specgrad.cli.compare import compare
-from specgrad.cli.demo import demo
 from specgrad.cli.errors import TRACEBACKS, check_paths, handled
-from specgrad.cli.evaluate import SPLITS, evaluate
-from specgrad.cli.export import export
-from specgrad.cli.generate import generate
-from specgrad.cli.run import run
-from specgrad.cli.sweep import sweep
-from specgrad.cli.train import train
-from specgrad.cli.validate import validate
+from specgrad.flags import Context
 
-from specgrad import Context, __version__
+from specgrad import __version__
+
+# NOTE: each command imports its own module when it runs, so a command (or --help) pays only for what it uses
 
 app = typer.Typer(
     name="specgrad",
@@ -88,6 +81,7 @@ def demo_command(
 ) -> None:
     """Train a small MLP on two generated spirals and report the loss and accuracy."""
     with handled():
+        from specgrad.cli.demo import demo
         demo(steps=steps, seed=seed, device=device)
 
 
@@ -119,6 +113,7 @@ def validate_command(
 ) -> None:
     """Check a spec without running anything: every problem with file:line:col, or a summary of the model."""
     with handled(), reading_policy(root, allow_outside, max_file_mb):
+        from specgrad.cli.validate import validate
         if as_json and print_resolved:
             raise typer.BadParameter("--print and --json are two different outputs: give one", param_hint="--print")
         check_paths({"SPEC": spec})
@@ -159,6 +154,7 @@ def train_command(
     """Train the model a spec describes; writes a run folder with metrics, checkpoints and the final weights."""
     _one_length(epochs, steps)
     with handled(), reading_policy(root, allow_outside, max_file_mb):
+        from specgrad.cli.train import train
         check_paths({"SPEC": spec, "--out": out, "--resume": resume})
         train(spec, overrides or [], device, out, epochs, steps, resume)
 
@@ -205,6 +201,7 @@ def run_command(
 ) -> None:
     """Run trained weights on examples from a file: a class and its probability, values, or the next character."""
     with handled(), reading_policy(root, allow_outside, max_file_mb):
+        from specgrad.cli.run import run
         check_paths({"SPEC": spec, "--input": input_path, "--weights": weights, "--output": output})
         run(spec, weights, input_path, output, overrides or [], device, as_json, allow_nonfinite)
 
@@ -240,6 +237,7 @@ def evaluate_command(
     """How good the weights are on held-out examples: accuracy, per-class figures and the confusion matrix, errors in
     the target's units, or loss and perplexity; written into the run folder as JSON."""
     with handled(), reading_policy(root, allow_outside, max_file_mb):
+        from specgrad.cli.evaluate import SPLITS, evaluate
         check_paths({"SPEC": spec, "--weights": weights, "--split": None if split in SPLITS else Path(split)})
         evaluate(spec, weights, overrides or [], device, as_json, split)
 
@@ -256,6 +254,7 @@ def compare_command(
 ) -> None:
     """Runs side by side: final and best metrics, test figures, and the spec keys that differ between them."""
     with handled():
+        from specgrad.cli.compare import compare
         check_paths({**{f"RUN_DIR {i + 1}": r for i, r in enumerate(runs)}, "--plot": plot})
         compare(runs, as_json, plot)
 
@@ -288,6 +287,7 @@ def generate_command(
 ) -> None:
     """Write text with a character language model, one character at a time; reproducible with --seed."""
     with handled(), reading_policy(root, allow_outside, max_file_mb):
+        from specgrad.cli.generate import generate
         check_paths({"SPEC": spec, "--weights": weights})
         generate(spec, weights, prompt, tokens, temperature, top_k, seed, overrides or [], device, as_json)
 
@@ -334,6 +334,7 @@ def sweep_command(
     """Train a spec once per combination of values, each trial a run folder in one sweep folder; best first."""
     _one_length(epochs, steps)
     with handled(), reading_policy(root, allow_outside, max_file_mb):
+        from specgrad.cli.sweep import sweep
         check_paths({"SPEC": spec, "--out": out, "--resume": resume})
         sweep(spec, grid or [], random, seed, overrides or [], epochs, steps, device, out, backend.value, address,
               parallel, resume)  # fmt: skip
@@ -365,6 +366,7 @@ def export_command(
 ) -> None:
     """Export trained weights: safetensors, ONNX (needs the onnx extra), or self-contained C source."""
     with handled(), reading_policy(root, allow_outside, max_file_mb):
+        from specgrad.cli.export import export
         check_paths({"SPEC": spec, "--weights": weights, "--out": out})
         export(spec, weights, fmt, out, overrides or [])
 
@@ -394,6 +396,7 @@ def bench_command(
     """Time matmul, elementwise, reductions, conv2d, training steps and start-up against numpy and PyTorch, every
     side on the same number of threads."""
     with handled():
+        from specgrad.cli.bench import bench
         check_paths({"--compare": compare})
         bench(device, as_json, only or [], quick, seconds, repeat, threads, compare)
 
