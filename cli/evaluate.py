@@ -7,7 +7,6 @@ confusion matrix as a PNG with the plot extra)."""
 from __future__ import annotations
 
 import hashlib
-import io
 import json
 import os
 import re
@@ -27,6 +26,7 @@ from specgrad.modelspec.errors import SpecError, printable
 from specgrad.modelspec.validate import ValidSpec
 from specgrad.train.data import Dataset, eval_batches, fields, load_data
 from specgrad.train.evaluation import classification, language, regression
+from specgrad.train.plots import panels, png
 
 SPLITS = {"validation": ("valid", "valid_split"), "test": ("test", "test_split")}  # --split -> (held, data key)
 MAX_CONFUSION = 20  # NOTE: classes beyond this make the text table unreadable; the JSON and the PNG have them all
@@ -123,15 +123,11 @@ def _write(folder: Path, document: dict[str, Any]) -> list[Path]:
 
 
 def _confusion_png(reports: dict[str, dict[str, Any]]) -> bytes | None:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    made = panels(len(reports), 6, 5)
+    if made is None:
         return None
-    fig, axes = plt.subplots(1, len(reports), figsize=(6 * len(reports), 5), squeeze=False)
-    for ax, (name, report) in zip(axes[0], reports.items()):
+    fig, axes = made
+    for ax, (name, report) in zip(axes, reports.items()):
         matrix, names = np.array(report["confusion"]), [c["name"] for c in report["classes"]]
         image = ax.imshow(matrix, cmap="Blues")
         ax.set_title(f"{name}: accuracy {report['accuracy']:.4f}")
@@ -144,11 +140,7 @@ def _confusion_png(reports: dict[str, dict[str, Any]]) -> bytes | None:
                 ax.text(j, i, str(v), ha="center", va="center", fontsize=7,
                         color="white" if v > matrix.max() / 2 else "black")  # fmt: skip
         fig.colorbar(image, ax=ax)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+    return png(fig)
 
 
 # *** the printed report ***

@@ -7,7 +7,6 @@ of bounded size); writes nothing itself.
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import os
@@ -18,6 +17,7 @@ from typing import Any
 from specgrad.modelspec.errors import SpecError, excerpt
 from specgrad.modelspec.files import read_data
 from specgrad.modelspec.validate import validate_file
+from specgrad.train.plots import panels, png
 from specgrad.train.run_folder import FINAL, PATH_KEYS, RESOLVED, is_run_folder
 
 HIGHER_IS_BETTER = ("accuracy",)  # NOTE: every other metric (loss) is better lower
@@ -192,18 +192,15 @@ def ranked(runs: list[Run]) -> list[Run]:
 
 def curves_png(runs: list[Run], labels: list[str]) -> bytes | None:
     """One figure: a panel per validation metric (and the training loss), a line per run; None without matplotlib."""
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import MaxNLocator
-    except ImportError:
-        return None
     names = list(dict.fromkeys(n for r in runs for n in r.curves if r.curves[n]))
     names = sorted(names, key=lambda n: (not n.startswith("valid"), n != "valid loss", n))
-    fig, axes = plt.subplots(1, max(1, len(names)), figsize=(5.5 * max(1, len(names)), 4.2), squeeze=False)
-    for ax, name in zip(axes[0], names):
+    made = panels(max(1, len(names)), 5.5, 4.2)
+    if made is None:
+        return None
+    from matplotlib.ticker import MaxNLocator
+
+    fig, axes = made
+    for ax, name in zip(axes, names):
         for run, label in zip(runs, labels):
             points = run.curves.get(name) or []
             if points:
@@ -215,9 +212,5 @@ def curves_png(runs: list[Run], labels: list[str]) -> bytes | None:
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     if names:
-        axes[0][0].legend(fontsize=7)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    plt.close(fig)
-    return buf.getvalue()
+        axes[0].legend(fontsize=7)
+    return png(fig)
