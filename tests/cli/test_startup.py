@@ -7,15 +7,16 @@ ENGINE = ("specgrad.device", "specgrad.tensor", "numpy")
 
 
 def _imported_after(code: str) -> set[str]:
-    probe = f"import sys\n{code}\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)"  # NOTE: apart from --help's text
+    probe = (
+        f"import sys\n{code}\nprint(' '.join(sorted(sys.modules)), file=sys.stderr)"  # NOTE: apart from --help's text
+    )
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, check=True)
     return set(done.stderr.split())
 
 
 def test_the_app_and_its_help_load_no_engine():
     loaded = _imported_after(
-        "from specgrad.cli.main import app\n"
-        "try:\n    app(['--help'])\nexcept SystemExit:\n    pass"
+        "from specgrad.cli.main import app\ntry:\n    app(['--help'])\nexcept SystemExit:\n    pass"
     )
     assert "specgrad.cli.main" in loaded
     assert not loaded & set(ENGINE), sorted(loaded & set(ENGINE))
