@@ -21,7 +21,7 @@ from pathlib import Path
 
 import typer
 
-from specgrad.helpers import BadOutputPath, WriteError, check_output
+from specgrad.helpers import BadOutputPath, DeviceUnavailable, NonFiniteLoss, WriteError, check_output
 from specgrad.modelspec.errors import SpecError, printable
 
 # NOTE: 70 is sysexits.h's EX_SOFTWARE, apart from the codes DESIGN.md gives
@@ -58,22 +58,15 @@ def _summary(e: BaseException) -> str:
     return f"{type(e).__name__}: {first[:300]}" if first else type(e).__name__
 
 
-def _raised_as(e: Exception, module: str, name: str) -> bool:
-    """Whether e is module.name; a module never imported cannot have raised it (and importing it now, perhaps out of
-    memory, could fail again), so commands import only what they use (cli/main.py)."""
-    found = sys.modules.get(module)
-    return found is not None and isinstance(e, getattr(found, name))
-
-
 def describe(e: Exception) -> tuple[int, str]:
     """(exit code, message) for an exception a command did not handle itself."""
     if isinstance(e, SpecError):
         return INVALID, str(e)
     if isinstance(e, BadOutputPath):
         return INVALID, f"error: {e}\n  hint: name a regular file (or a new name) in a folder that exists"
-    if _raised_as(e, "specgrad.train.trainer", "NonFiniteLoss"):
+    if isinstance(e, NonFiniteLoss):
         return NON_FINITE, f"error: {e}"
-    if _raised_as(e, "specgrad.device", "DeviceUnavailable"):
+    if isinstance(e, DeviceUnavailable):
         return ENVIRONMENT, f"error: {e}"
     if isinstance(e, ImportError) and e.name and not e.name.startswith("specgrad"):
         extra = EXTRAS.get(e.name.split(".")[0])

@@ -29,7 +29,7 @@ from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.codegen.uops import render_uops
 from specgrad.dtype import DType, dtypes
 from specgrad.flags import CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU, OPT
-from specgrad.helpers import InvalidArgument, cores
+from specgrad.helpers import DeviceUnavailable, InvalidArgument, cores
 from specgrad.ops import LazyOp, Op, get_lazyop_info
 from specgrad.shape.symbolic import Variable, sint, sym_infer
 
@@ -44,10 +44,6 @@ DEVICE_TABLE: dict[str, tuple[str, str]] = {
     "DISK": ("specgrad.runtime.ops_disk", "DiskDevice"),  # NOTE: named with its file, "DISK:/path"; computes nothing
 }
 _DEVICE_FLAGS = {"CPU": CPU, "CLANG": CLANG, "GPU": GPU}
-
-
-class DeviceUnavailable(RuntimeError):
-    """The environment cannot provide a device; the message says what is missing and how to install it."""
 
 
 class KernelBuildError(DeviceUnavailable):

@@ -1,4 +1,5 @@
-"""Pure utilities shared by every layer. Imports nothing from specgrad."""
+"""Pure utilities shared by every layer, and the exceptions the CLI maps to exit codes without importing the engine
+(cli/errors.py). Imports nothing from specgrad."""
 
 from __future__ import annotations
 
@@ -98,6 +99,14 @@ class InvalidArgument(ValueError, AssertionError):
 class OutOfRange(IndexError, AssertionError):
     """A dimension or index outside the tensor: an IndexError, as numpy and PyTorch raise, and an AssertionError, as
     the seed's asserts raised."""
+
+
+class DeviceUnavailable(RuntimeError):
+    """The environment cannot provide a device; the message says what is missing and how to install it."""
+
+
+class NonFiniteLoss(RuntimeError):
+    """Training produced a nan or inf loss; the message names the step and the last good checkpoint."""
 
 
 class WriteError(OSError):

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from specgrad import Tensor, TinyJit
-from specgrad.helpers import atomic_write
+from specgrad.helpers import NonFiniteLoss, atomic_write
 from specgrad.modelspec.builder import Model, build_model
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.validate import ValidSpec
@@ -56,10 +56,6 @@ from specgrad.train.run_folder import (
 LossFn = Callable[[Tensor, Tensor], Tensor]
 # NOTE: what the data decides
 DATA_META = ("task", "normalization", "target_normalization", "class_names", "columns", "outputs")
-
-
-class NonFiniteLoss(RuntimeError):
-    """Training produced a nan or inf loss; the message names the step and the last good checkpoint."""
 
 
 def make_optimizer(model: Model, t: dict[str, Any]) -> optim.Optimizer:
