@@ -15,14 +15,16 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from specgrad.cli.errors import ENVIRONMENT, INTERNAL, describe
+from specgrad.cli.errors import ENVIRONMENT, INTERNAL, NON_FINITE, describe
 from specgrad.cli.main import app
 from typer.testing import CliRunner
 
 from specgrad import Tensor
+from specgrad.device import DTypeUnavailable, KernelBuildError
 from specgrad.flags import MAX_FILE_MB, SPEC_ALLOW_OUTSIDE, SPEC_ROOT
 from specgrad.helpers import WriteError
 from specgrad.modelspec.errors import SpecError
+from specgrad.train.trainer import NonFiniteLoss
 
 pytestmark = pytest.mark.xdist_group("errors")  # NOTE: on one worker: a run folder made once
 
@@ -153,6 +155,12 @@ def test_environment_errors_name_the_file_and_the_fix() -> None:
     assert describe(missing) == (ENVIRONMENT, "error: No module named 'matplotlib'\n  hint: install it: pip install "
                                  "'specgrad[plot]'")  # fmt: skip
     assert describe(ImportError("cannot import name 'x' from 'specgrad.tensor'", name="specgrad.tensor"))[0] == INTERNAL
+
+
+def test_a_non_finite_loss_and_a_missing_device_have_their_own_codes() -> None:
+    assert describe(NonFiniteLoss("loss is nan at step 7")) == (NON_FINITE, "error: loss is nan at step 7")
+    for unavailable in (DTypeUnavailable("no half here"), KernelBuildError("clang crashed")):
+        assert describe(unavailable) == (ENVIRONMENT, f"error: {unavailable}")
 
 
 def test_a_missing_onnx_exits_3_with_what_to_install(weights: Path, tmp_path: Path,
