@@ -187,8 +187,20 @@ def _conv_forward(x: Tensor, weight: Tensor, geometry: _ConvGeometry) -> Tensor:
     n = len(oyx)
     xw = xw.permute(0, 1, 3, *[4 + i for i in range(n)], 2, *[4 + n + i for i in range(len(hw))])
     # (bs, groups, rcout, *oyx, cin, *hw) * (1, groups, rcout, 1..., cin, *hw), summed over cin and the window
-    w = weight.reshape(1, groups, rcout, *[1] * n, cin, *hw)
+    w = weight.reshape(groups, rcout, cin, *hw)
+    if rcout > 1 and _rows_take_no_lanes(oyx):
+        # NOTE: out channels innermost (a copy of the small weight), so the kernel takes vector lanes across them
+        w = w.permute(0, 2, *range(3, 3 + n), 1).contiguous().permute(0, 2 + n, 1, *range(2, 2 + n))
+    w = w.reshape(1, groups, rcout, *[1] * n, cin, *hw)
     return (xw * w).sum([-1 - i for i in range(1 + len(hw))], keepdim=True).reshape(bs, cout, *oyx)
+
+
+def _rows_take_no_lanes(oyx: tuple[sint, ...]) -> bool:
+    """Output rows of a width no vector divides (a CNN's 14-wide second layer): their kernels run scalar unless the
+    lanes go across out channels, which the forward and the weight gradient then make innermost by a copy. Rows of
+    other widths keep their contiguous lanes, without the copy (a gradient's copy would fuse into the kernel that
+    makes the gradient, with stores 8 elements apart)."""
+    return isinstance(oyx[-1], int) and oyx[-1] % 4 != 0
 
 
 def _conv_weight_grad(g: Tensor, x: Tensor, w_shape: tuple[sint, ...], geometry: _ConvGeometry) -> Tensor:
@@ -197,6 +209,10 @@ def _conv_weight_grad(g: Tensor, x: Tensor, w_shape: tuple[sint, ...], geometry:
     xw = geometry.windows(x, hw)  # (bs, cin_, *oyx, *hw)
     rcout, oyx, n = cout // groups, xw.shape[2 : 2 + len(hw)], len(hw)
     xw = xw.reshape(bs, groups, 1, cin, *oyx, *hw)
+    g = g.reshape(bs, groups, rcout, *oyx)
+    if rcout > 1 and _rows_take_no_lanes(oyx):
+        # NOTE: out channels innermost (a copy), so the kernel takes vector lanes across them, as the forward does
+        g = g.permute(0, 1, *range(3, 3 + n), 2).contiguous().permute(0, 1, 2 + n, *range(2, 2 + n))
     g = g.reshape(bs, groups, rcout, 1, *oyx, *[1] * n)
     return (xw * g).sum([0, *range(4, 4 + n)]).reshape(cout, cin, *hw)
 

@@ -18,6 +18,7 @@ from specgrad.dtype import DType
 from specgrad.lazy import LazyBuffer
 from specgrad.ops import BinaryOps, BufferOps, ConstBuffer, ElementwiseOps, LazyOp, MemBuffer, TernaryOps, UnaryOps
 from specgrad.realize import realize
+from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, render
 from specgrad.schedule import create_schedule
 from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import Variable
@@ -62,6 +63,39 @@ def test_kernel_dims(make: Callable[[], Tensor], full_shape: tuple, first_reduce
     assert (k.full_shape, k.first_reduce, k.name()) == (full_shape, first_reduce, name)
     assert k.output_shape + k.reduce_shape == k.full_shape
     assert all(st.shape in (k.full_shape, k.output_shape + (1,) * len(k.reduce_shape)) for st in k.sts)
+
+
+def pooled_then_upsampled() -> Tensor:
+    """What a 2x2 max pool's gradient reads: (2, 3, 4, 4) values repeated to (2, 3, 8, 8), beside an (2, 3, 8, 8)."""
+    small = arange(2, 3, 4, 1, 4, 1).expand(2, 3, 4, 2, 4, 2).reshape(2, 3, 8, 8)
+    return arange(2, 3, 8, 8) * small
+
+
+def test_kernel_splits_axes_to_read_an_upsample_in_one_view() -> None:
+    # NOTE: on (2, 3, 8, 8) the repeated buffer is two views and every index divides; split, it is one view
+    k = Kernel.from_ast(one_ast(pooled_then_upsampled()))
+    assert all(len(st.views) == 1 for st in k.sts), k.sts
+    assert k.full_shape == (24, 2, 4, 2), k.full_shape
+    small = np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 1, 4, 1)
+    expected = np.arange(2 * 3 * 8 * 8, dtype=np.float32).reshape(2, 3, 8, 8) * np.broadcast_to(
+        small, (2, 3, 4, 2, 4, 2)
+    ).reshape(2, 3, 8, 8)
+    np.testing.assert_array_equal(pooled_then_upsampled().numpy(), expected)
+    src = render(linearize(one_ast(pooled_then_upsampled()), LinearizerOptions()), C_DIALECT)
+    assert "/" not in src.split(KERNEL_MARK)[1] and "%" not in src.split(KERNEL_MARK)[1], src
+
+
+def test_kernel_split_keeps_reduce_axes_and_values(device: str) -> None:
+    # NOTE: the split runs across a reduce: summing the upsampled buffer over its last axis, as a pool gradient's
+    # tie count does
+    x = np.arange(2 * 3 * 4 * 4, dtype=np.float32).reshape(2, 3, 4, 1, 4, 1)
+    up = np.broadcast_to(x, (2, 3, 4, 2, 4, 2)).reshape(2, 3, 8, 8)
+    w = np.arange(2 * 3 * 8 * 8, dtype=np.float32).reshape(2, 3, 8, 8) % 7
+    t = Tensor(x, device=device).expand(2, 3, 4, 2, 4, 2).reshape(2, 3, 8, 8) * Tensor(w, device=device)
+    k = Kernel.from_ast(one_ast(t.sum(axis=3)))
+    assert all(len(st.views) == 1 for st in k.sts), k.sts
+    np.testing.assert_array_equal(t.sum(axis=3).numpy(), (up * w).sum(axis=3))
+    np.testing.assert_array_equal(t.sum(axis=(1, 2)).numpy(), (up * w).sum(axis=(1, 2)))
 
 
 def test_kernel_rejects_non_store() -> None:

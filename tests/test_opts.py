@@ -216,3 +216,54 @@ def test_packed_matmul_forward_and_backward_match_numpy(device: str, shape: tupl
     np.testing.assert_allclose(x.grad.numpy(), ones @ w_np.T, rtol=1e-4, atol=1e-4 * np.sqrt(shape[-1]))
     want_w = x_np.reshape(-1, k).T @ ones.reshape(-1, shape[-1])
     np.testing.assert_allclose(w.grad.numpy(), want_w, rtol=1e-4, atol=1e-3 * np.sqrt(x_np.size // k))
+
+
+def conv_kernels(x: Tensor, w: Tensor) -> list[Kernel]:
+    """The reduce kernels of a padded 3x3 convolution's forward and of both its gradients."""
+    x.requires_grad, w.requires_grad = True, True
+    out = x.conv2d(w, padding=1)
+    out.backward(Tensor.ones(*out.shape, device="CPU").contiguous())
+    asts = [si.ast for si in create_schedule([out.lazydata, x.grad.lazydata, w.grad.lazydata])]  # type: ignore[union-attr]
+    return [Kernel.from_ast(a) for a in asts if a.op is BufferOps.STORE and Kernel.from_ast(a).reduceop is not None]
+
+
+def test_convolution_on_rows_no_vector_divides_takes_lanes_across_out_channels() -> None:
+    # NOTE: 14-wide rows (a CNN's second layer): before, every one of these kernels ran scalar at 14 GFLOP/s
+    x, w = Tensor.rand(4, 8, 14, 14, device="CPU").realize(), Tensor.rand(16, 8, 3, 3, device="CPU").realize()
+    kernels = conv_kernels(x, w)
+    assert len(kernels) == 3, [k.name() for k in kernels]
+    for k in kernels:
+        vector = [o for o in choose_opts(k, C_TARGET) if o.op == "VECTOR"]
+        assert vector and vector[0].axis < k.first_reduce, f"{k.name()}: {choose_opts(k, C_TARGET)}"
+        assert k.full_shape[vector[0].axis] in (8, 16), f"{k.name()}: lanes not across channels: {vector}"
+
+
+def test_convolution_on_rows_a_vector_divides_keeps_contiguous_lanes() -> None:
+    # NOTE: 28-wide rows take 4 float lanes along the row, contiguous loads and stores, before any channel lanes
+    x, w = Tensor.rand(4, 1, 28, 28, device="CPU").realize(), Tensor.rand(8, 1, 3, 3, device="CPU").realize()
+    forward = conv_kernels(x, w)[0]
+    strides = forward.strides(0)
+    (vector,) = [o for o in choose_opts(forward, C_TARGET) if o.op == "VECTOR"]
+    assert strides[vector.axis] == 1, f"{forward.name()}: {choose_opts(forward, C_TARGET)}"
+
+
+@pytest.mark.parametrize("shape", [(8, 8, 14, 14, 16), (4, 16, 7, 7, 32), (4, 1, 28, 28, 8)],
+                         ids=["14-wide", "7-wide", "28-wide"])  # fmt: skip
+def test_convolution_forward_and_gradients_match_numpy(device: str, shape: tuple[int, ...]) -> None:
+    # NOTE: at the sizes where lanes go across channels, against float64 numpy's im2col
+    from specgrad.bench import conv2d_grads_np, conv2d_np
+
+    bs, cin, h, wd, cout = shape
+    rng = np.random.default_rng(1)
+    x_np = rng.standard_normal((bs, cin, h, wd)).astype(np.float32)
+    w_np = rng.standard_normal((cout, cin, 3, 3)).astype(np.float32)
+    g_np = rng.standard_normal((bs, cout, h, wd)).astype(np.float32)
+    x, w = Tensor(x_np, device=device, requires_grad=True), Tensor(w_np, device=device, requires_grad=True)
+    out = x.conv2d(w, padding=1)
+    out.backward(Tensor(g_np, device=device))
+    x64, w64, g64 = (a.astype(np.float64) for a in (x_np, w_np, g_np))
+    scale = np.sqrt(cin * 9)
+    np.testing.assert_allclose(out.numpy(), conv2d_np(x64, w64), rtol=1e-4, atol=1e-5 * scale)
+    dx, dw = conv2d_grads_np(x64, w64, g64)
+    np.testing.assert_allclose(x.grad.numpy(), dx, rtol=1e-4, atol=1e-5 * np.sqrt(cout * 9))  # type: ignore[union-attr]
+    np.testing.assert_allclose(w.grad.numpy(), dw, rtol=1e-4, atol=1e-5 * np.sqrt(bs * h * wd))  # type: ignore[union-attr]

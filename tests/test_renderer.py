@@ -22,7 +22,15 @@ from specgrad.codegen.linearizer import LinearizerOptions, linearize
 from specgrad.device import Buffer, DeviceUnavailable
 from specgrad.dtype import DType
 from specgrad.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, TernaryOps
-from specgrad.renderer.cstyle import C_DIALECT, OPENCL_DIALECT, CDialect, render, render_const, render_index
+from specgrad.renderer.cstyle import (
+    C_DIALECT,
+    KERNEL_MARK,
+    OPENCL_DIALECT,
+    CDialect,
+    render,
+    render_const,
+    render_index,
+)
 from specgrad.schedule import create_schedule
 from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import Variable
@@ -275,3 +283,37 @@ def test_minus_a_negative_constant_compiles(device: str) -> None:
     np.testing.assert_array_equal((Tensor(x, device=device) - (-1.5)).numpy(), x + 1.5)
     i = np.array([3, -4, 0], np.int32)
     np.testing.assert_array_equal((Tensor(i, device=device) - (-5)).numpy(), i + 5)
+
+
+def scalar_c_source(t: Tensor) -> str:
+    """The C source of t's one kernel, rendered without vectors (the scalar path every odd-sized kernel takes)."""
+    (si,) = [s for s in create_schedule([t.lazydata]) if s.ast.op is BufferOps.STORE]
+    return render(linearize(si.ast, LinearizerOptions(optimize=True, threads=True)), C_DIALECT)
+
+
+def test_scalar_float_selects_have_no_branch() -> None:
+    # NOTE: a float `c?a:b` compiles to a branch that real data (relu, pooling) mispredicts half the time
+    x, y = Tensor.empty(5, 7), Tensor.empty(5, 7)
+    for t in ((x + 1).relu(), x.maximum(y), (x < y).where(x, y * 2)):
+        src = scalar_c_source(t)
+        body = src.split(KERNEL_MARK)[1]
+        assert "sg_self(" in body and "?" not in body, body
+    # a max reduce keeps the one-instruction `a>b?a:b` on its accumulator, the nan test aside
+    body = scalar_c_source(x.max(axis=1)).split(KERNEL_MARK)[1]
+    assert "((acc0)>(val0))?(acc0):(val0)" in body and "sg_self" not in body, body
+
+
+SELECT_VALUES = np.array([np.nan, -np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e-40, 3.4e38], np.float32)
+
+
+@pytest.mark.parametrize("dtype", [dtypes.float32, dtypes.float64], ids=lambda d: d.name)
+def test_scalar_max_and_where_match_numpy(device: str, dtype: DType) -> None:
+    # NOTE: every pair of special values, in a 10x10 shape (rows of 10 take no vectors): nan wins either side
+    a = np.repeat(SELECT_VALUES, 10).astype(dtype.np).reshape(10, 10)
+    b = np.tile(SELECT_VALUES, 10).astype(dtype.np).reshape(10, 10)
+    ta, tb = Tensor(a, device=device), Tensor(b, device=device)
+    np.testing.assert_array_equal(ta.maximum(tb).numpy(), np.maximum(a, b))
+    np.testing.assert_array_equal((ta < tb).where(ta, tb).numpy(), np.where(a < b, a, b))
+    np.testing.assert_array_equal(ta.relu().numpy(), np.maximum(a, 0))
+    np.testing.assert_array_equal(ta.max(axis=1).numpy(), a.max(axis=1))
+    np.testing.assert_array_equal(tb.max(axis=0).numpy(), b.max(axis=0))

@@ -3,7 +3,9 @@ kernel. The rules, in order:
 
 1. VECTOR: the lanes of a vector type go on the last output axis that the output and every load walk with stride 1
    or 0 (a broadcast), else on a reduce axis the loads walk that way (the lanes then add up after the loop); the
-   widest vector whose lanes divide such an axis, halving down to 16 bytes.
+   widest vector whose lanes divide such an axis, halving down to 16 bytes. Only where no width fits either, a
+   reduce kernel takes them on an output axis its loads walk that way but its output does not (a convolution's out
+   channels over packed weights): the stores go lane by lane, once per reduce.
 2. UPCAST (reduce kernels): register tiling. An output axis along which some load does not move (stride 0) is
    unrolled, so that load is read once for several outputs, up to MAX_ACCUMULATORS accumulators (by register count).
 3. INNER: where the vector loads read a packed panel (Tensor._dot_packed), the output loop along which they do not
@@ -15,6 +17,7 @@ Imports dtype, ops and codegen.kernel.
 
 from __future__ import annotations
 
+import itertools
 from typing import TYPE_CHECKING
 
 from specgrad.codegen.kernel import Kernel, Opt
@@ -47,12 +50,13 @@ def choose_opts(k: Kernel, opts: LinearizerOptions) -> list[Opt]:
 
     # NOTE: a narrower vector where the widest divides no axis, down to 16 bytes (56-wide rows take 8 floats on
     # AVX-512, where scalar code ran a 64-channel 3x3 convolution at a seventh of PyTorch's speed)
-    width = vector_width(k, opts.vector_bytes)
-    while width > 1 and width * k.ast.arg.dtype.itemsize >= 16:
-        if (axis := _vector_axis(k, width)) is not None:
+    widest = vector_width(k, opts.vector_bytes)
+    widths = [w for w in (16, 8, 4, 2) if w <= widest and w * k.ast.arg.dtype.itemsize >= 16]
+    # NOTE: contiguous stores at any width before stores lane by lane
+    for scattered, width in itertools.product((False, True), widths):
+        if (axis := _vector_axis(k, width, scattered)) is not None:
             apply(Opt("VECTOR", axis, width))
             break
-        width //= 2
     if k.reduceop is not None:
         accumulators, upcast = 1, set()
         budget = MAX_ACCUMULATORS.get(opts.vector_bytes, 8)
@@ -104,7 +108,7 @@ def _loads(k: Kernel) -> list[int]:
     return [i for i, b in enumerate(k.bufops) if b.op is BufferOps.LOAD]
 
 
-def _vector_axis(k: Kernel, width: int) -> int | None:
+def _vector_axis(k: Kernel, width: int, scattered: bool = False) -> int | None:
     strides = [k.strides(i) for i in range(len(k.sts))]
     loads = _loads(k)
 
@@ -113,8 +117,14 @@ def _vector_axis(k: Kernel, width: int) -> int | None:
         return isinstance(size, int) and size % width == 0 and all(strides[i][axis] in (0, 1) for i in loads)
 
     outputs = [a for a in range(k.first_reduce) if strides[0][a] == 1 and fits(a)]
-    if outputs:
+    if outputs and not scattered:
         return outputs[-1]
+    if scattered:
+        # NOTE: lanes across an output axis the output is not contiguous along (a convolution's out channels over
+        # packed weights): its stores go lane by lane, once per reduce of many multiply-adds
+        axes = [a for a in range(k.first_reduce) if k.reduceop is not None and fits(a)
+                and any(strides[i][a] == 1 for i in loads)]  # fmt: skip
+        return axes[-1] if axes else None
     reduces = [a for a in range(k.first_reduce, k.first_expanded)
                if fits(a) and any(strides[i][a] == 1 for i in loads)]  # fmt: skip
     return reduces[-1] if reduces else None
