@@ -65,8 +65,10 @@ SCALAR_SELECTS = {
 
 def _scalar_select(t: str) -> tuple[str, str]:
     name, bits = SCALAR_SELECTS[t]
-    src = (f"static inline {t} {name}(int c, {t} a, {t} b) {{ union {{ {t} f; {bits} u; }} x = {{ a }}, y = {{ b }}; "
-           f"{bits} m = -({bits})(c != 0); x.u = (x.u & m) | (y.u & ~m); return x.f; }}")
+    src = (
+        f"static inline {t} {name}(int c, {t} a, {t} b) {{ union {{ {t} f; {bits} u; }} x = {{ a }}, y = {{ b }}; "
+        f"{bits} m = -({bits})(c != 0); x.u = (x.u & m) | (y.u & ~m); return x.f; }}"
+    )
     return name, src
 
 
