@@ -153,6 +153,8 @@ def _split_dims(
 def _refine(shape: tuple[int, ...], inner: tuple[int, ...]) -> list[tuple[int, ...]] | None:
     """Each dim of shape as the dims of the coarsest shape that both shape and inner (same size) reshape from, or
     None when the two do not nest (28 and 14x2 nest, 6 and 4 do not)."""
+    if 0 in shape:
+        return None
     other = [d for d in inner if d != 1]
     groups: list[tuple[int, ...]] = []
     for dim in shape:
