@@ -322,10 +322,10 @@ class _AstBuilder:
 # SUM kernel that reads a large operand that way: the copy is one pass over w, repaid when many rows read it.
 # A transposed operand (x @ w.T, as nn.Linear computes with its (out, in) weight) is read along K with stride 1, so
 # the kernel could only put its vector lanes on the reduce and add each accumulator's lanes up at the end; its panels
-# are the same layout, copied across, and then the kernel runs as a plain matmul. That pays where K is short (at
-# most PACK_T_MAX_K: a long K amortizes the final adds, and its panels no longer stay in cache) and the product is
-# PACK_T_WORK multiply-adds or more.
-PACK_PANEL, PACK_MIN, PACK_T_WORK, PACK_T_MAX_K = 32, 512, 2**22, 256
+# are the same layout, copied across, and then the kernel runs as a plain matmul. That pays wherever the product is
+# PACK_T_WORK multiply-adds or more, whatever K: at 1 thread, 1.5-2.3x for K from 512 to 4096 (a bound of K <= 256,
+# on the guess that a long K amortizes the final adds, had left the MLP's 784 inputs at 30 GFLOP/s).
+PACK_PANEL, PACK_MIN, PACK_T_WORK = 32, 512, 2**22
 
 
 def _pack_operand(si: ScheduleItem) -> list[ScheduleItem]:
@@ -366,7 +366,7 @@ def _pack_plan(ast: LazyOp) -> tuple[LazyOp, int, int] | None:
     """(the LOAD to pack, the output axis N along which its panels run, the reduce axis K) for a SUM kernel with a
     single reduce axis, N a multiple of the panel and the output's contiguous axis: an operand walked with stride 1
     along N where rows, K and N are all at least PACK_MIN, or, where every operand walks K with stride 1 (x @ w.T),
-    one walked along N by rows, where K is at most PACK_T_MAX_K and rows x K x N is at least PACK_T_WORK."""
+    one walked along N by rows, where rows x K x N is at least PACK_T_WORK."""
     reduces = [x for x in ast.lazyops() if isinstance(x.op, ReduceOps)]
     if len(reduces) != 1 or reduces[0].op is not ReduceOps.SUM:
         return None
@@ -395,8 +395,7 @@ def _pack_plan(ast: LazyOp) -> tuple[LazyOp, int, int] | None:
             ):
                 continue
             by_columns = stride == 1 and view.strides[red] not in (0, 1) and min(size, full[red], rows) >= PACK_MIN
-            transposed = (dot_form and stride not in (0, 1) and full[red] <= PACK_T_MAX_K
-                          and rows * size * full[red] >= PACK_T_WORK)  # fmt: skip
+            transposed = dot_form and stride not in (0, 1) and rows * size * full[red] >= PACK_T_WORK
             if by_columns or transposed:
                 return load, axis, red
     return None
