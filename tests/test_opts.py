@@ -268,3 +268,20 @@ def test_convolution_forward_and_gradients_match_numpy(device: str, shape: tuple
     dx, dw = conv2d_grads_np(x64, w64, g64)
     np.testing.assert_allclose(x.grad.numpy(), dx, rtol=1e-4, atol=1e-5 * np.sqrt(cout * 9))  # type: ignore[union-attr]
     np.testing.assert_allclose(w.grad.numpy(), dw, rtol=1e-4, atol=1e-5 * np.sqrt(bs * h * wd))  # type: ignore[union-attr]
+
+
+def test_register_tile_leaves_the_threads_a_loop_to_split() -> None:
+    # NOTE: a layer norm's weight gradient: 128 outputs, each a sum over 1024 tokens. 16 lanes x an 8-wide tile left
+    # the first output loop (the one threads split) one iteration long, so it ran on one thread
+    x, g = Tensor.rand(16, 64, 128, device="CPU").realize(), Tensor.rand(16, 64, 128, device="CPU").realize()
+    mean, rstd = Tensor.rand(16, 64, 1, device="CPU").realize(), Tensor.rand(16, 64, 1, device="CPU").realize()
+    k = kernel_of(((x - mean) * rstd * g).sum(axis=(0, 1)))  # NOTE: mean and rstd do not move along the outputs
+    for target in (C_TARGET, LinearizerOptions(optimize=True, vector_bytes=64)):
+        tiled = k
+        for opt in choose_opts(k, target):
+            tiled = tiled.apply(opt)
+        assert tiled.full_shape[0] >= (2 if target.threads else 1), (target, choose_opts(k, target))
+    assert choose_opts(k, LinearizerOptions(optimize=True, vector_bytes=64))[1:3] == [
+        Opt("UPCAST", 0, 4),
+        Opt("UPCAST", 0, 2),
+    ]

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from specgrad.codegen.kernel import Kernel, Opt, check_int_size
-from specgrad.codegen.opts import choose_opts, vector_width
+from specgrad.codegen.opts import PARALLEL_MIN_WORK, choose_opts, vector_width
 from specgrad.codegen.uops import UOp, UOps
 from specgrad.dtype import DType, dtypes
 from specgrad.helpers import prod
@@ -44,10 +44,6 @@ class Program:
     global_size: tuple[sint, ...] | None  # launch size per global id (None: the kernel loops itself)
     output_shape: tuple[sint, ...]  # the output loops after merging and opts (what DEBUG=2 shows for C kernels)
     opts: tuple[Opt, ...] = ()  # the opts applied, for DEBUG output
-
-
-# NOTE: at least this many iterations of the whole kernel before its outer loop is worth handing to threads
-PARALLEL_MIN_WORK = 1 << 14
 
 
 def linearize(ast: LazyOp, opts: LinearizerOptions, kernel_opts: Sequence[Opt] | None = None) -> Program:

@@ -7,7 +7,8 @@ kernel. The rules, in order:
    reduce kernel takes them on an output axis its loads walk that way but its output does not (a convolution's out
    channels over packed weights): the stores go lane by lane, once per reduce.
 2. UPCAST (reduce kernels): register tiling. An output axis along which some load does not move (stride 0) is
-   unrolled, so that load is read once for several outputs, up to MAX_ACCUMULATORS accumulators (by register count).
+   unrolled, so that load is read once for several outputs, up to MAX_ACCUMULATORS accumulators (by register count),
+   leaving the first output loop at least 2 long where threads would split it.
 3. INNER: where the vector loads read a packed panel (Tensor._dot_packed), the output loop along which they do not
    move runs innermost, so the panel stays in cache from one iteration to the next.
 4. UNROLL: a short last reduce loop (a 3x3 window) is unrolled whole, a long one by 4.
@@ -22,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from specgrad.codegen.kernel import Kernel, Opt
 from specgrad.dtype import dtypes
+from specgrad.helpers import prod
 from specgrad.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
 
 if TYPE_CHECKING:
@@ -35,6 +37,7 @@ VECTOR_OPS = {BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, Binary
 # AVX2 and SSE 16
 MAX_ACCUMULATORS = {64: 16}
 MAX_FULL_UNROLL = 8  # a last reduce loop this short is unrolled whole
+PARALLEL_MIN_WORK = 1 << 14  # iterations of a whole kernel before its first output loop is worth handing to threads
 PANEL_STRIDE = 64  # elements between reduce steps of a vector load that reads a packed panel
 
 
@@ -60,7 +63,11 @@ def choose_opts(k: Kernel, opts: LinearizerOptions) -> list[Opt]:
     if k.reduceop is not None:
         accumulators, upcast = 1, set()
         budget = MAX_ACCUMULATORS.get(opts.vector_bytes, 8)
-        while (pick := _upcast_axis(k, budget // accumulators, upcast)) is not None:
+        # NOTE: threads split the first output loop: a register tile that leaves it one iteration long (a layer
+        # norm's weight gradient, 128 outputs as 16 lanes x 8) runs the whole kernel on one thread
+        work = prod(k.full_shape)  # type: ignore[arg-type]
+        keep_first = 2 if opts.threads and work >= PARALLEL_MIN_WORK and k.first_reduce > 0 else 1
+        while (pick := _upcast_axis(k, budget // accumulators, upcast, keep_first)) is not None:
             apply(Opt("UPCAST", *pick))
             accumulators *= pick[1]
             upcast.add(pick[0])
@@ -130,14 +137,16 @@ def _vector_axis(k: Kernel, width: int, scattered: bool = False) -> int | None:
     return reduces[-1] if reduces else None
 
 
-def _upcast_axis(k: Kernel, budget: int, done: set[int]) -> tuple[int, int] | None:
-    """The output loop axis that saves the most loads when unrolled (one not unrolled yet first), and by how much;
-    None when none does."""
+def _upcast_axis(k: Kernel, budget: int, done: set[int], keep_first: int = 1) -> tuple[int, int] | None:
+    """The output loop axis that saves the most loads when unrolled (one not unrolled yet first), and by how much,
+    leaving the first output loop at least keep_first long; None when none does."""
     strides = [k.strides(i) for i in range(len(k.sts))]
     best: tuple[int, int, int, int] | None = None  # (saved loads, not unrolled yet, axis, amount)
     for axis in range(k.first_reduce):
         size = k.full_shape[axis]
-        amount = next((a for a in (4, 3, 2) if a <= budget and isinstance(size, int) and size % a == 0), None)
+        least = keep_first if axis == 0 else 1
+        amount = next((a for a in (4, 3, 2) if a <= budget and isinstance(size, int) and size % a == 0
+                       and size // a >= least), None)  # fmt: skip
         if amount is None:
             continue
         saved = sum(1 for i in _loads(k) if strides[i][axis] == 0)
