@@ -171,6 +171,9 @@ def test_packing_is_the_schedulers_decision_for_any_graph() -> None:
     long_k = Tensor.rand(64, 4096, device="CPU").realize()
     assert kernels(long_k @ long_k[:512].T) == 2, "a long K (4096) is copied across too: 41 -> 66 GFLOP/s measured"
     assert kernels(a[:256, :256] @ b[:256, :256]) == 1, "a plain matmul's left operand is never packed across"
+    rows = Tensor.rand(2048, 4096, device="CPU").realize()
+    assert kernels(rows.sum(axis=1)) == 1, "a row sum walks K with stride 1 too, but has no second operand"
+    assert kernels((rows * rows).sum(axis=1)) == 1, "nor does a product of one operand with itself along N"
     assert kernels(x[:64, :32] @ w[:64, :32].T) == 1, "too little work to repay a copy"
 
 
