@@ -397,8 +397,8 @@ def _pack_plan(ast: LazyOp) -> tuple[LazyOp, int, int] | None:
             by_columns = stride == 1 and view.strides[red] not in (0, 1) and min(size, full[red], rows) >= PACK_MIN
             # NOTE: a product: another operand is the same for every n (a plain row sum has no second operand, and
             # copying its input would only add a pass)
-            other = any(x is not load and x.arg.st.views[0].strides[axis] == 0 for x in loads)
-            transposed = dot_form and other and stride not in (0, 1) and rows * size * full[red] >= PACK_T_WORK
+            other = dot_form and any(x is not load and x.arg.st.views[0].strides[axis] == 0 for x in loads)
+            transposed = other and stride not in (0, 1) and rows * size * full[red] >= PACK_T_WORK
             if by_columns or transposed:
                 return load, axis, red
     return None

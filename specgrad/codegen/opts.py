@@ -128,9 +128,10 @@ def _vector_axis(k: Kernel, width: int, scattered: bool = False) -> int | None:
         return outputs[-1]
     if scattered:
         # NOTE: lanes across an output axis the output is not contiguous along (a convolution's out channels over
-        # packed weights): its stores go lane by lane, once per reduce of many multiply-adds
-        axes = [a for a in range(k.first_reduce) if k.reduceop is not None and fits(a)
-                and any(strides[i][a] == 1 for i in loads)]  # fmt: skip
+        # packed weights): its stores go lane by lane, which pays only once per reduce of many multiply-adds
+        if k.reduceop is None:
+            return None
+        axes = [a for a in range(k.first_reduce) if fits(a) and any(strides[i][a] == 1 for i in loads)]
         return axes[-1] if axes else None
     reduces = [a for a in range(k.first_reduce, k.first_expanded)
                if fits(a) and any(strides[i][a] == 1 for i in loads)]  # fmt: skip
