@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU device on a real OpenCL GPU (an NVIDIA card through its OpenCL driver), in one run of under 8 minutes:
 # finds the GPU's OpenCL driver, installs specgrad where it is not importable yet, runs the GPU test tier and
-# `specgrad bench --device GPU`, and writes everything to one file.
+# `specgrad bench --device GPU` (the matmul rows again without work-groups), and writes everything to one file.
 #
 #   bash scripts/gpu_check.sh [RESULTS_FILE]    # default: gpu_check_results.txt (or $OUT/gpu_check_results.txt)
 #
@@ -44,15 +44,19 @@ for p in cl.get_platforms():
 EOF
 device=$(python -c "from specgrad import Device; print(Device['GPU'].description)" 2>&1)
 say "specgrad's GPU device:$device"
+say "its work-groups: $(python -c "from specgrad.runtime.ops_gpu import CLContext; print(CLContext().work_groups() or 'none (not a GPU with local memory): the runtime picks group sizes')" 2>&1)"
 case "$device" in
   *"Portable Computing Language"*) say "warning: the GPU device is PoCL on the CPU, not a GPU: no OpenCL GPU was found" ;;
 esac
 
 phase "the GPU test tier (tests with GPU in their name, fast tier)"
-timeout 220 python -m pytest -q -k GPU -p no:cacheprovider 2>&1 | tail -30 | tee -a "$out"
+timeout 200 python -m pytest -q -k GPU -p no:cacheprovider 2>&1 | tail -30 | tee -a "$out"
 
 phase "specgrad bench --device GPU"
-timeout 150 specgrad bench --device GPU --seconds 0.3 2>&1 | tee -a "$out"
+timeout 130 specgrad bench --device GPU --seconds 0.3 2>&1 | tee -a "$out"
+
+phase "matmul without work-groups and local-memory tiles (CL_WORK_GROUPS=0), to compare with the rows above"
+CL_WORK_GROUPS=0 timeout 45 specgrad bench --device GPU --seconds 0.3 --only matmul 2>&1 | tee -a "$out"
 
 phase "done"
 say "results in $out"

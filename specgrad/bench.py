@@ -300,32 +300,43 @@ def held_threads(n: int) -> Iterator[dict[str, int | None]]:
 
 @dataclass(frozen=True)
 class Peak:
-    """The CPU's peak float32 GFLOP/s at the bench's thread count: threads x clock x FLOPs per cycle, where FLOPs
-    per cycle are vector lanes x 2 pipes x 2 with fused multiply-add (1 without). The lanes are the CLANG device's
-    proven vector width, FMA what the compiler enables for CPU_TARGET; the two pipes are assumed (two FMA units per
-    core, as on Intel since Haswell, AMD since Zen 2 and Arm Neoverse V); the clock is cpufreq's maximum, else the
-    current clock in /proc/cpuinfo."""
+    """The CPU's peak float32 GFLOP/s at the bench's thread count. Measured where the CLANG device's probe ran
+    (runtime/throughput.py): threads x the fastest register tile's GFLOP/s on one core, with the FMA units per core
+    that a dependent FMA chain's speed gives. Else threads x clock x FLOPs per cycle, where FLOPs per cycle are vector
+    lanes x 2 pipes x 2 with fused multiply-add (1 without), the two pipes assumed; the lanes are the device's proven
+    vector width, FMA what the compiler enables for CPU_TARGET, the clock cpufreq's maximum, else the current clock in
+    /proc/cpuinfo."""
 
     gflops: float
     derivation: str
 
     @staticmethod
     def of_cpu(threads: int) -> Peak | None:
-        """None off the CLANG device's CPU facts (no compiler) or where the clock is not known."""
-        clock = _clock_ghz()
+        """None off the CLANG device's CPU facts (no compiler), or where neither the probe nor the clock is known."""
         try:
-            lanes = Device["CLANG"].opts.vector_bytes // 4  # type: ignore[attr-defined]
+            dev = Device["CLANG"]
+            lanes = dev.opts.vector_bytes // 4  # type: ignore[attr-defined]
             macros = target_macros(find_compiler(), str(CPU_TARGET.value))
         except DeviceUnavailable:
             return None
+        used = min(threads, cores())
+        cores_text = f"{used} core{'s' * (used > 1)}"
+        if (measured := dev.throughput) is not None:
+            units = measured.fma_units
+            return Peak(used * measured.gflops,
+                        f"{cores_text} x {measured.gflops:.0f} GFLOP/s measured on one core (the fastest register "
+                        f"tile of a 128x512x256 matmul, {lanes} float lanes; the device uses "
+                        f"{measured.accumulators} accumulators; "
+                        f"a chain of dependent FMAs ran {measured.gflops / measured.chain_gflops:.1f}x slower: about "
+                        f"{units} FMA unit{'s' * (units > 1)} per core)")  # fmt: skip
+        clock = _clock_ghz()
         if clock is None or lanes == 0:
             return None
         fma = "__FMA__" in macros or "__ARM_FEATURE_FMA" in macros
-        used = min(threads, cores())
         per_cycle = lanes * 2 * (2 if fma else 1)
         fma_text = f"{lanes} float lanes x 2 FMA units x 2" if fma else f"{lanes} float lanes x 2 pipes (no FMA)"
         return Peak(used * clock[0] * per_cycle,
-                    f"{used} core{'s' * (used > 1)} x {clock[0]:.2f} GHz ({clock[1]}) x {per_cycle} FLOP/cycle "
+                    f"{cores_text} x {clock[0]:.2f} GHz ({clock[1]}) x {per_cycle} FLOP/cycle "
                     f"({fma_text}; two units per core assumed)")  # fmt: skip
 
 

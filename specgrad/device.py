@@ -457,7 +457,8 @@ class LoweredCache:
             d = json.loads(data)
             buffers = tuple((int(i), dtypes.fields()[t]) for i, t in d["buffers"])
             gs = None if d["global_size"] is None else tuple(int(g) for g in d["global_size"])
-            prg = Program(str(d["name"]), (), buffers, (), gs, tuple(int(s) for s in d["output_shape"]))
+            ls = None if d["local_size"] is None else tuple(int(g) for g in d["local_size"])
+            prg = Program(str(d["name"]), (), buffers, (), gs, tuple(int(s) for s in d["output_shape"]), (), ls)
             return prg, str(d["src"])
         except (ValueError, KeyError, TypeError):
             return None  # NOTE: an entry of another format: lowered again (and rewritten)
@@ -467,7 +468,8 @@ class LoweredCache:
         if prg.vars or not all(isinstance(s, int) for s in sizes):
             return
         d = {"name": prg.name, "buffers": [[i, t.name] for i, t in prg.buffers], "output_shape": list(prg.output_shape),
-             "global_size": None if prg.global_size is None else list(prg.global_size), "src": src}  # fmt: skip
+             "global_size": None if prg.global_size is None else list(prg.global_size), "src": src,
+             "local_size": None if prg.local_size is None else list(prg.local_size)}  # fmt: skip
         self.cache.put(key, json.dumps(d).encode())
 
 
@@ -536,6 +538,7 @@ class Compiled:
 
     supported_dtypes: frozenset[DType] | None = None  # None: every dtype
     description = ""  # where it runs, for error messages: " (OpenCL on ...)"
+    throughput: Any = None  # what a CPU device measured of its cores (runtime/throughput.py), for the bench's peak
 
     def __init__(self, name: str, allocator: Allocator, opts: LinearizerOptions, render: Callable[[Program], str],
                  compiler: Compiler, runtime: Callable[[Program, bytes], RunFn]):  # fmt: skip

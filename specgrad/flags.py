@@ -153,3 +153,9 @@ CL_VECTOR_WIDTH = flag(
     0,
     "most float lanes of the GPU device's vectors (4, 8, 16; 1 for none); 0: the widest its probe kernel proves right",
 )
+CL_WORK_GROUPS = flag(
+    "CL_WORK_GROUPS",
+    -1,
+    "work-group shapes and local-memory tiles for the GPU device's matmuls and convolutions: -1 on a GPU only (a CPU "
+    "OpenCL device keeps the runtime's group sizes and its caches), 1 on any OpenCL device, 0 never",
+)

@@ -125,8 +125,8 @@ def test_uops_of_a_tiny_reduce() -> None:
 def test_uops_elementwise_on_gpu_use_special_ids() -> None:
     prg = linearize(one_ast(arange(3, 5).permute(1, 0) * 2), GPU_OPTS)
     assert UOps.LOOP not in kinds(prg)
-    specials = [u.arg[0] for u in prg.uops if u.uop is UOps.SPECIAL]
-    assert specials == [0, 1] and prg.global_size == (3, 5), "id 0 walks the last output axis"
+    specials = [u.arg[:2] for u in prg.uops if u.uop is UOps.SPECIAL]
+    assert specials == [("global", 0), ("global", 1)] and prg.global_size == (3, 5), "id 0 walks the last output axis"
 
 
 def test_gpu_reduce_keeps_its_loop() -> None:

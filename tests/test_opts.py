@@ -12,6 +12,7 @@ from specgrad.codegen.kernel import Kernel, Opt
 from specgrad.codegen.linearizer import LinearizerOptions, linearize
 from specgrad.codegen.opts import choose_opts, vector_width
 from specgrad.device import Buffer, Device, DeviceUnavailable
+from specgrad.lazy import LazyBuffer
 from specgrad.ops import BufferOps, ScheduleItem
 from specgrad.realize import run_schedule
 from specgrad.schedule import create_schedule
@@ -66,6 +67,17 @@ def run_kernel(device: str, si: ScheduleItem, opts: list[Opt]) -> np.ndarray:
     return out.numpy()
 
 
+def random_graph(rng: np.random.Generator) -> list[LazyBuffer]:
+    """Up to three outputs of 8 random ops (reduces over any axis, broadcasts, pads...) on CPU tensors."""
+    base = [rng.standard_normal(s).astype(np.float32) for s in [(8, 16), (16,), (4, 8, 16), ()]]
+    pool = [(Tensor(a, device="CPU").realize(), a) for a in base]
+    for _ in range(8):
+        t, a = _step(rng, pool)
+        if 0 < a.size <= 8192:
+            pool.append((t, a))
+    return [(t * 1.5).lazydata for t, _ in pool[len(base) :][-3:]] or [(pool[0][0] * 1.5).lazydata]
+
+
 @pytest.mark.parametrize("seed", range(30))
 @pytest.mark.parametrize("target", ["CLANG", "GPU"])
 def test_random_opts_match_the_cpu_device(seed: int, target: str) -> None:
@@ -74,14 +86,7 @@ def test_random_opts_match_the_cpu_device(seed: int, target: str) -> None:
     except DeviceUnavailable as e:
         pytest.skip(f"{target} unavailable: {e}")
     rng = np.random.default_rng(seed)
-    base = [rng.standard_normal(s).astype(np.float32) for s in [(8, 16), (16,), (4, 8, 16), ()]]
-    pool = [(Tensor(a, device="CPU").realize(), a) for a in base]
-    for _ in range(8):
-        t, a = _step(rng, pool)
-        if 0 < a.size <= 8192:
-            pool.append((t, a))
-    outs = [(t * 1.5).lazydata for t, _ in pool[len(base) :][-3:]] or [(pool[0][0] * 1.5).lazydata]
-    schedule = create_schedule(outs)
+    schedule = create_schedule(random_graph(rng))
     run_schedule(list(schedule))
     checked = 0
     for si in schedule:

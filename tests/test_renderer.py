@@ -132,7 +132,14 @@ def test_golden_options_match_devices(name: str, target: str) -> None:
     except DeviceUnavailable as e:
         pytest.skip(f"{name} unavailable: {e}")
     want = TARGETS[target][0]
-    got = replace(dev.opts, vector_bytes=want.vector_bytes, threads=want.threads)  # NOTE: these depend on the machine
+    # NOTE: these depend on the machine (work-groups: on a GPU, or where CL_WORK_GROUPS=1; test_work_groups.py)
+    got = replace(
+        dev.opts,
+        vector_bytes=want.vector_bytes,
+        threads=want.threads,
+        work_groups=want.work_groups,
+        accumulators=want.accumulators,
+    )  # NOTE: the register tile is measured (test_throughput.py)
     assert got == want, f"{name} linearizes with {dev.opts}; the goldens use {want}"
 
 

@@ -2,8 +2,11 @@
 
 Output (global) axes come first and reduce axes last; adjacent axes merge wherever every buffer allows it. An Opt
 then splits an axis and moves its inner part to the end as an expanded axis: unrolled in the generated code (UPCAST
-for an output axis, UNROLL for a reduce axis) or, for at most one axis, the lanes of a vector type (VECTOR).
-Axis order after opts: [output loops][reduce loops][expanded axes, in the order they were made].
+for an output axis, UNROLL for a reduce axis) or, for at most one axis, the lanes of a vector type (VECTOR). On a GPU
+two more: LOCAL moves the inner part of an output axis to the work-group (local id) axes, and TILE splits a reduce
+loop so that each step of the loops outside it first copies the loads the work-group shares into local memory.
+Axis order after opts: [output loops: work-group ids, then local ids][reduce loops][expanded axes, in the order they
+were made].
 Imports helpers, dtype, ops and shape.
 """
 
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from specgrad.helpers import prod
 from specgrad.ops import BufferOps, LazyOp, ReduceOps, get_lazyop_info
 from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import sint
@@ -29,6 +33,8 @@ class Kernel:
     base_name: str = ""  # the name before opts, so a kernel keeps its name whatever the opts
     expanded: tuple[str, ...] = ()  # kind of each trailing expanded axis: "upcast" (output) or "unroll" (reduce)
     vector_axis: int | None = None  # the expanded axis whose elements are vector lanes
+    local_dims: int = 0  # the last local_dims output axes are local ids within a work-group (a GPU's)
+    tiled: bool = False  # the last reduce loop walks a tile that shared loads are first copied to local memory
 
     @staticmethod
     def from_ast(ast: LazyOp) -> Kernel:
@@ -65,6 +71,36 @@ class Kernel:
         """The reduce loops."""
         return self.full_shape[self.first_reduce : self.first_expanded]
 
+    @property
+    def first_local(self) -> int:
+        """The first local id axis (first_reduce where there are none): output axes before it are work-group ids."""
+        return self.first_reduce - self.local_dims
+
+    def staged_loads(self) -> dict[int, list[int]]:
+        """The loads a tiled kernel copies to local memory at each step of its outer reduce loops, each with the axes
+        its copy spans (local ids, the last reduce loop, expanded axes: those it moves along), outermost first by
+        stride: a load that some local id does not move (the work-group shares it). Empty for a kernel without
+        TILE."""
+        if not self.tiled:
+            return {}
+        region = [*range(self.first_local, self.first_reduce), self.first_expanded - 1,
+                  *range(self.first_expanded, len(self.full_shape))]  # fmt: skip
+        ret = {}
+        for i, b in enumerate(self.bufops):
+            strides = self.strides(i)
+            if b.op is not BufferOps.LOAD or all(strides[a] != 0 for a in range(self.first_local, self.first_reduce)):
+                continue
+            # NOTE: the stride order makes the copy's neighbouring work items read neighbouring addresses
+            axes = [a for a in region if strides[a] != 0]
+            ret[i] = sorted(axes, key=lambda a: -s if isinstance(s := strides[a], int) else -(1 << 62))
+        return ret
+
+    def copy_rounds(self, axes: list[int]) -> int:
+        """Rounds of the work-group's items that copy a staged load spanning `axes` (its local memory holds this
+        many times the group's size: the last round may copy past the end, masked)."""
+        group = prod(self.full_shape[self.first_local : self.first_reduce])
+        return -(-prod(self.full_shape[a] for a in axes) // group)
+
     def name(self) -> str:
         """E_ (elementwise) or r_ (with a reduce), then the output dims and the reduce dims: r_16_16_16."""
         return self.base_name
@@ -74,36 +110,51 @@ class Kernel:
         return self.sts[i].real_strides()
 
     def apply(self, opt: Opt) -> Kernel:
-        """Split loop axis opt.axis by opt.amount and move the inner part to the end as an expanded axis."""
+        """Split loop axis opt.axis by opt.amount and move the inner part to the end as an expanded axis (LOCAL and
+        TILE: to the end of the output axes or reduce loops)."""
         axis, amount = opt.axis, opt.amount
         if opt.op == "INNER":
             return self._innermost(axis)
         size = self.full_shape[axis] if axis < self.first_expanded else None
         if not isinstance(size, int) or amount < 2 or size % amount:
             raise ValueError(f"cannot apply {opt} to a kernel of shape {self.full_shape}")
+        if opt.op == "LOCAL":
+            if axis >= self.first_local:
+                raise ValueError(f"{opt}: LOCAL splits a work-group axis, one of the first {self.first_local}")
+            return self._split_to(axis, amount, self.first_reduce, first_reduce=self.first_reduce + 1,
+                                  local_dims=self.local_dims + 1)  # fmt: skip
+        if opt.op == "TILE":
+            if not self.first_reduce <= axis < self.first_expanded or self.tiled:
+                raise ValueError(f"{opt}: TILE splits a reduce loop, once")
+            return self._split_to(axis, amount, self.first_expanded, tiled=True)
         if opt.op == "VECTOR" and self.vector_axis is not None:
             raise ValueError(f"a kernel has one vector axis: cannot apply {opt}")
-        split = self.full_shape[:axis] + (size // amount, amount) + self.full_shape[axis + 1 :]
-        order = [i for i in range(len(split)) if i != axis + 1] + [axis + 1]
+        kind = "upcast" if axis < self.first_reduce else "unroll"
+        ret = self._split_to(axis, amount, len(self.full_shape), expanded=(*self.expanded, kind))
+        return replace(ret, vector_axis=len(self.full_shape)) if opt.op == "VECTOR" else ret
+
+    def _split_to(self, axis: int, amount: int, at: int, **changes: object) -> Kernel:
+        """Split loop `axis` into (size // amount, amount) and move the inner part to position `at` of the split
+        axes (LOCAL: the end of the output axes, TILE: the end of the reduce loops, the rest: the end); axes from
+        there on move up one."""
+        size = self.full_shape[axis]
+        split = self.full_shape[:axis] + (size // amount, amount) + self.full_shape[axis + 1 :]  # type: ignore[operator]
+        order = [i for i in range(len(split)) if i != axis + 1]
+        order.insert(at, axis + 1)
         sts = []
         for st in self.sts:
             parts = (st.shape[axis] // amount, amount) if st.shape[axis] != 1 else (1, 1)
-            sts.append(st.reshape(st.shape[:axis] + parts + st.shape[axis + 1 :]))
-        kind = "upcast" if axis < self.first_reduce else "unroll"
-        return replace(
-            self,
-            sts=tuple(st.permute(tuple(order)) for st in sts),
-            full_shape=tuple(split[i] for i in order),
-            expanded=(*self.expanded, kind),
-            vector_axis=len(split) - 1 if opt.op == "VECTOR" else self.vector_axis,
-        )
+            sts.append(st.reshape(st.shape[:axis] + parts + st.shape[axis + 1 :]).permute(tuple(order)))
+        vector = self.vector_axis + 1 if self.vector_axis is not None and at <= self.vector_axis else self.vector_axis
+        return replace(self, sts=tuple(sts), full_shape=tuple(split[i] for i in order), vector_axis=vector,
+                       **changes)  # type: ignore[arg-type]  # fmt: skip
 
     def _innermost(self, axis: int) -> Kernel:
         """Make output loop `axis` the innermost output loop (loop order, for cache reuse)."""
-        if not 0 <= axis < self.first_reduce:
-            raise ValueError(f"INNER({axis}) needs an output loop axis; this kernel has {self.first_reduce}")
+        if not 0 <= axis < self.first_local:
+            raise ValueError(f"INNER({axis}) needs an output loop axis; this kernel has {self.first_local}")
         order = [i for i in range(len(self.full_shape)) if i != axis]
-        order.insert(self.first_reduce - 1, axis)
+        order.insert(self.first_local - 1, axis)
         vector = order.index(self.vector_axis) if self.vector_axis is not None else None
         return replace(self, sts=tuple(st.permute(tuple(order)) for st in self.sts),
                        full_shape=tuple(self.full_shape[i] for i in order), vector_axis=vector)  # fmt: skip
@@ -112,7 +163,9 @@ class Kernel:
 @dataclass(frozen=True)
 class Opt:
     """UPCAST/UNROLL: unroll `amount` elements of loop axis `axis`; VECTOR: make them the lanes of a vector type;
-    INNER: make output loop `axis` the innermost output loop (amount unused)."""
+    INNER: make output loop `axis` the innermost output loop (amount unused); LOCAL: make `amount` elements of
+    output axis `axis` a work-group's local ids; TILE: split reduce loop `axis` into steps of `amount` (the last
+    reduce loop) and stage shared loads in local memory per step."""
 
     op: str
     axis: int

@@ -18,19 +18,34 @@ from specgrad.codegen.uops import UOp, UOps
 from specgrad.dtype import DType, dtypes
 from specgrad.helpers import prod
 from specgrad.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
-from specgrad.shape.symbolic import Node, NumNode, Variable, sint
+from specgrad.shape.symbolic import Node, NumNode, Variable, sint, sym_and, sym_lt
 
 
 @dataclass(frozen=True)
 class LinearizerOptions:
     """Target capabilities. global_dims = 0: loop over the output axes (C); n > 0: up to n hardware global ids
     (OpenCL). optimize: choose opts per kernel (codegen/opts.py). vector_bytes: the widest vector type worth using
-    (0: none). threads: the first output loop may be split across threads (C)."""
+    (0: none). threads: the first output loop may be split across threads (C). work_groups: a GPU's work-group
+    limits, where kernels may take work-group shapes and local-memory tiles (None: the runtime picks group sizes).
+    accumulators: a register tile's most accumulators, as measured on the CPU (0: by register count)."""
 
     global_dims: int = 0
     optimize: bool = False
     vector_bytes: int = 0
     threads: bool = False
+    work_groups: WorkGroups | None = None
+    accumulators: int = 0
+
+
+@dataclass(frozen=True)
+class WorkGroups:
+    """What a GPU's queries say about its work-groups, for kernels that share loads through local memory (a CPU
+    OpenCL device has none of this: its caches do that work). max_items: work items per group; local_bytes: local
+    memory per group; compute_units: groups that run at once, at least."""
+
+    max_items: int
+    local_bytes: int
+    compute_units: int
 
 
 @dataclass(frozen=True)
@@ -44,6 +59,7 @@ class Program:
     global_size: tuple[sint, ...] | None  # launch size per global id (None: the kernel loops itself)
     output_shape: tuple[sint, ...]  # the output loops after merging and opts (what DEBUG=2 shows for C kernels)
     opts: tuple[Opt, ...] = ()  # the opts applied, for DEBUG output
+    local_size: tuple[int, ...] | None = None  # the work-group shape it needs (None: any the runtime picks)
 
 
 def linearize(ast: LazyOp, opts: LinearizerOptions, kernel_opts: Sequence[Opt] | None = None) -> Program:
@@ -97,6 +113,10 @@ class _Linearizer:
         self.width = k.full_shape[k.vector_axis] if k.vector_axis is not None else 1
         self.strides = [k.strides(i) for i in range(len(k.sts))] if k.expanded else []
         self.base_index: dict[tuple, tuple[Node, Node]] = {}
+        self.staged = k.staged_loads()  # load -> the axes its local-memory copy spans
+        self.locals: dict[int, UOp] = {}  # load -> its DEFINE_LOCAL
+        self.local_size: tuple[int, ...] | None = None
+        self.in_reduce = False  # lowering the reduce's source, where staged loads read local memory
 
     def uop(self, uop: UOps, dtype: DType | None, vin: tuple[UOp, ...] = (), arg: Any = None, width: int = 1) -> UOp:
         key = (uop, dtype, tuple(id(v) for v in vin), _key(arg), width)
@@ -119,6 +139,9 @@ class _Linearizer:
         variables = tuple(k.ast.vars())
         for v in variables:
             self.uop(UOps.DEFINE_VAR, dtypes.int32, (), v)
+        group = prod(k.full_shape[k.first_local : k.first_reduce])
+        for i, axes in self.staged.items():
+            self.locals[i] = self.uop(UOps.DEFINE_LOCAL, k.bufops[i].arg.dtype, (), (i, k.copy_rounds(axes) * group))
         out_idxs, loops, global_size = self._global_indices()
         if k.reduceop is not None:
             self._reduce(out_idxs)
@@ -139,7 +162,7 @@ class _Linearizer:
         for loop in reversed(loops):
             self._end_loop(loop)
         return Program(k.name(), tuple(self.uops), tuple(buffers), variables, global_size, k.output_shape,
-                       self.kernel_opts)  # fmt: skip
+                       self.kernel_opts, self.local_size)  # fmt: skip
 
     # *** loops and ids ***
 
@@ -166,8 +189,21 @@ class _Linearizer:
         return self._specials(shape)
 
     def _specials(self, shape: tuple[sint, ...]) -> tuple[list[Node], list[UOp], tuple[sint, ...]]:
-        """GPU ids: id 0 walks the last axis; with more axes than ids, the leading axes share the last id."""
-        n = self.opts.global_dims
+        """GPU ids: id 0 walks the last axis; with more axes than ids, the leading axes share the last id. A kernel
+        with local axes takes them from the local ids (the last one on id 0) and its other axes from the work-group
+        ids the same way, so hardware dimension d launches groups_d * local_d items."""
+        n, first_local = self.opts.global_dims, self.k.first_local
+        group_idxs, groups = self._ids("global" if not self.k.local_dims else "group", shape[:first_local], n)
+        if not self.k.local_dims:
+            return group_idxs, [], groups
+        local_idxs, local = self._ids("local", shape[first_local:], n)
+        self.local_size = tuple(int(s) for s in local) + (1,) * (len(groups) - len(local))
+        groups = tuple(g * n for g, n in itertools.zip_longest(groups, self.local_size, fillvalue=1))
+        return group_idxs + local_idxs, [], groups
+
+    def _ids(self, kind: str, shape: tuple[sint, ...], n: int) -> tuple[list[Node], tuple[sint, ...]]:
+        """One index per axis of `shape` from hardware ids of `kind` (global, group or local), and the size each id
+        walks, id 0 first."""
         own = list(shape[-(n - 1) :]) if n > 1 and len(shape) > n else list(shape)
         lead = list(shape[: len(shape) - len(own)])
         sizes = ([prod(lead)] if lead else []) + own
@@ -176,8 +212,8 @@ class _Linearizer:
             if isinstance(size, int) and size == 1:
                 ids.append(NumNode(0))
                 continue
-            var = Variable(f"_gidx{axis}", 0, (size if isinstance(size, int) else size.max) - 1)
-            self.uop(UOps.SPECIAL, dtypes.int32, (), (axis, var))
+            var = Variable(f"_{kind[0]}idx{axis}", 0, (size if isinstance(size, int) else size.max) - 1)
+            self.uop(UOps.SPECIAL, dtypes.int32, (), (kind, axis, var))
             ids.append(var)
         ids = ids[::-1]
         idxs: list[Node] = []
@@ -187,7 +223,7 @@ class _Linearizer:
                 stride = prod(rest[i + 1 :])
                 idxs.append((flat // stride) % s if i else flat // stride)
             ids = ids[1:]
-        return idxs + ids, [], tuple(reversed(sizes)) if sizes else (1,)
+        return idxs + ids, tuple(reversed(sizes)) if sizes else (1,)
 
     # *** the reduce loop ***
 
@@ -201,13 +237,17 @@ class _Linearizer:
         acc_points = list(_points(k, self.upcast_axes))
         accs = {_pkey(p): self.uop(UOps.DEFINE_ACC, dtype, (), reduce_identity(op, dtype), self.width)
                 for p in acc_points}  # fmt: skip
-        pairs = [self._loop(f"_ridx{i}", s) for i, s in enumerate(k.reduce_shape)]
+        pairs = [self._loop(f"_ridx{i}", s) for i, s in enumerate(k.reduce_shape[:-1])]
+        if self.staged:
+            self._stage(out_idxs + [v for v, _ in pairs])
+        pairs += [self._loop(f"_ridx{len(pairs)}", s) for s in k.reduce_shape[-1:]]
         # NOTE: the accumulators are defined before their loops, so move them there
         first_loop = next((u for _, u in pairs if u is not None), None)
         for acc in accs.values():
             self.uops.remove(acc)
             self.uops.insert(self.uops.index(first_loop) if first_loop is not None else len(self.uops), acc)
         idxs = out_idxs + [v for v, _ in pairs]
+        self.in_reduce = True
         combine = BinaryOps.ADD if op is ReduceOps.SUM else BinaryOps.MAX
         # NOTE: a sum of products accumulates with one multiply-add (fused where the hardware has it, as BLAS does)
         fused = op is ReduceOps.SUM and src.op is BinaryOps.MUL and dtype in (dtypes.float32, dtypes.float64)
@@ -222,12 +262,49 @@ class _Linearizer:
                     value = self._lower(src, idxs, {**up, **un}, memo)
                     new = self.uop(UOps.ALU, dtype, (acc, value), combine, acc.width)
                 self.uop(UOps.ASSIGN, dtype, (acc, new))
+        self.in_reduce = False
         for _, loop in reversed(pairs):
             if loop is not None:
                 self._end_loop(loop)
         for up in acc_points:
             acc = accs[_pkey(up)]
             self.reduce_values[_pkey(up)] = self.uop(UOps.HORIZONTAL, dtype, (acc,), combine) if vector_reduce else acc
+
+    def _stage(self, idxs: list[Node]) -> None:
+        """Copy each staged load's values for this step of the outer reduce loops (`idxs`: the output ids, then the
+        outer reduce loops) into its local memory, each of the work-group's items copying one value per round (in
+        the last round, those past the end copy nothing); barriers keep the copy from overwriting values still being
+        read, and the reads from starting before it is done."""
+        k = self.k
+        local_axes = list(range(k.first_local, k.first_reduce))
+        group = prod(k.full_shape[a] for a in local_axes)
+        item = sum((idxs[a] * prod(k.full_shape[b] for b in local_axes[j + 1 :]) for j, a in enumerate(local_axes)),
+                   start=NumNode(0))  # fmt: skip
+        self.uop(UOps.BARRIER, None)
+        for i, axes in self.staged.items():
+            sizes = [k.full_shape[a] for a in axes]
+            rounds, loop = self._loop(f"_sidx{i}", k.copy_rounds(axes))
+            flat = rounds * group + item
+            full: list[Node] = [*idxs[: k.first_local], *[NumNode(0)] * (len(k.full_shape) - k.first_local)]
+            full[k.first_reduce : len(idxs)] = idxs[k.first_reduce :]
+            for j, a in enumerate(axes):
+                inner = prod(sizes[j + 1 :])
+                full[a] = (flat // inner) % sizes[j] if j else flat // inner
+            st = k.sts[i]
+            idx, valid = st.expr_idxs(_st_idxs(st.shape, full))
+            value = self._scalar_load(k.bufops[i], idx, sym_and([valid, sym_lt(flat, prod(sizes))]), 1)
+            self.uop(UOps.STORE, None, (self.locals[i], value), flat)
+            if loop is not None:
+                self._end_loop(loop)
+        self.uop(UOps.BARRIER, None)
+
+    def _local_index(self, i: int, idxs: list[Node], point: dict[int, int]) -> Node:
+        """Where staged load i's value at the loop indices and expanded point is in its local memory."""
+        axes, ret, inner = self.staged[i], NumNode(0), 1
+        for a in reversed(axes):
+            ret = ret + (point[a] if a >= self.k.first_expanded else idxs[a]) * inner
+            inner *= self.k.full_shape[a]  # type: ignore[assignment]
+        return ret
 
     def _dtype_of(self, x: LazyOp) -> DType:
         if x.op in (BufferOps.LOAD, BufferOps.CONST):
@@ -283,6 +360,8 @@ class _Linearizer:
         """A scalar where the value is the same in every lane, one vector load where the lanes are consecutive
         elements, else a vector gathered lane by lane."""
         i = self.k.bufops.index(x)
+        if self.in_reduce and i in self.locals:
+            return self.uop(UOps.LOAD, x.arg.dtype, (self.locals[i],), (self._local_index(i, idxs, point), NumNode(1)))
         stride = self.strides[i][self.k.vector_axis] if self.width > 1 else 0  # type: ignore[index]
         if stride == 0 or stride == 1:
             idx, valid = self._index(i, idxs, point, 0)

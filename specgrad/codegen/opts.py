@@ -7,11 +7,20 @@ kernel. The rules, in order:
    reduce kernel takes them on an output axis its loads walk that way but its output does not (a convolution's out
    channels over packed weights): the stores go lane by lane, once per reduce.
 2. UPCAST (reduce kernels): register tiling. An output axis along which some load does not move (stride 0) is
-   unrolled, so that load is read once for several outputs, up to MAX_ACCUMULATORS accumulators (by register count),
+   unrolled, so that load is read once for several outputs, up to the accumulators the CPU was measured to keep
+   busy best (runtime/throughput.py), else MAX_ACCUMULATORS (by register count),
    leaving the first output loop at least 2 long where threads would split it.
 3. INNER: where the vector loads read a packed panel (Tensor._dot_packed), the output loop along which they do not
    move runs innermost, so the panel stays in cache from one iteration to the next.
 4. UNROLL: a short last reduce loop (a 3x3 window) is unrolled whole, a long one by 4.
+
+On a GPU (LinearizerOptions.work_groups, from the device's queries) a reduce kernel with loads that some output axes
+do not move along (a matmul's or convolution's operands) takes a work-group shape instead of rule 1: LOCAL makes
+those axes' inner parts the work-group's local ids (up to max_items items), UPCAST gives each item a register tile
+whose elements are a work-group apart (neighbouring items touch neighbouring addresses), and TILE splits the last
+reduce loop so the work-group first copies its shared loads into local memory at each step (within half the local
+memory, so two groups fit per compute unit). A register tile is dropped where it would leave fewer groups than
+compute units.
 
 Imports dtype, ops and codegen.kernel.
 """
@@ -27,7 +36,7 @@ from specgrad.helpers import prod
 from specgrad.ops import BinaryOps, BufferOps, LazyOp, ReduceOps, TernaryOps, UnaryOps
 
 if TYPE_CHECKING:
-    from specgrad.codegen.linearizer import LinearizerOptions
+    from specgrad.codegen.linearizer import LinearizerOptions, WorkGroups
 
 # NOTE: every renderer can apply these to vectors lane by lane; a kernel using any other op stays scalar
 VECTOR_OPS = {BinaryOps.ADD, BinaryOps.SUB, BinaryOps.MUL, BinaryOps.DIV, BinaryOps.MAX, UnaryOps.NEG,
@@ -39,11 +48,18 @@ MAX_ACCUMULATORS = {64: 16}
 MAX_FULL_UNROLL = 8  # a last reduce loop this short is unrolled whole
 PARALLEL_MIN_WORK = 1 << 14  # iterations of a whole kernel before its first output loop is worth handing to threads
 PANEL_STRIDE = 64  # elements between reduce steps of a vector load that reads a packed panel
+LOCAL_SIDES = (16, 8, 4, 2)  # local ids along one axis of a work-group, widest first
+MAX_GROUP_ITEMS = 256  # work items per group, at most (enough to hide latency; more only strains registers)
+GROUP_UPCAST = 4  # a GPU work item's register tile along each local axis
+MAX_TILE_STEPS = 16  # reduce steps staged in local memory at once
+MIN_TILE_STEPS = 8  # fewer steps per copy than this, and the barriers cost more than the loads they save
 
 
 def choose_opts(k: Kernel, opts: LinearizerOptions) -> list[Opt]:
     if not all(isinstance(s, int) for s in k.full_shape):
         return []  # NOTE: symbolic shapes keep plain loops: splits need sizes known when compiling
+    if opts.work_groups is not None and (group_opts := work_group_opts(k, opts.work_groups)):
+        return group_opts
     chosen: list[Opt] = []
 
     def apply(opt: Opt) -> None:
@@ -62,7 +78,7 @@ def choose_opts(k: Kernel, opts: LinearizerOptions) -> list[Opt]:
             break
     if k.reduceop is not None:
         accumulators, upcast = 1, set()
-        budget = MAX_ACCUMULATORS.get(opts.vector_bytes, 8)
+        budget = opts.accumulators or MAX_ACCUMULATORS.get(opts.vector_bytes, 8)
         # NOTE: threads split the first output loop: a register tile that leaves it one iteration long (a layer
         # norm's weight gradient, 128 outputs as 16 lanes x 8) runs the whole kernel on one thread
         work = prod(k.full_shape)  # type: ignore[arg-type]
@@ -169,3 +185,52 @@ def _panel_axis(k: Kernel) -> int | None:
         return None
     axes = [a for a in range(k.first_reduce) if k.full_shape[a] != 1 and all(strides[i][a] == 0 for i in wide)]
     return axes[-1] if axes and axes[-1] != k.first_reduce - 1 else None
+
+
+def work_group_opts(k: Kernel, groups: WorkGroups) -> list[Opt]:
+    """A GPU reduce kernel's work-group shape, register tile and local-memory tile (the module's last paragraph),
+    or [] where no output axis is shared by a load (the kernel then takes the rules above)."""
+    if k.reduceop is None or not k.reduce_shape:
+        return []
+    strides = [k.strides(i) for i in range(len(k.sts))]
+    loads = _loads(k)
+    shared = [a for a in range(k.first_reduce) if k.full_shape[a] != 1 and any(strides[i][a] == 0 for i in loads)]
+    if not shared:
+        return []
+    # NOTE: the last output axis first where a load shares it (neighbouring items store neighbouring outputs); then
+    # the axis that shares most of the loads moving along the first
+    first = shared[-1]
+    moving = [i for i in loads if strides[i][first] != 0]
+    rest = [a for a in shared if a != first]
+    axes = [first, *([max(rest, key=lambda a: (sum(strides[i][a] == 0 for i in moving), a))] if rest else [])]
+    budget, local = min(groups.max_items, MAX_GROUP_ITEMS), []
+    for a in axes:
+        side = next((s for s in LOCAL_SIDES if s <= budget and k.full_shape[a] % s == 0), None)  # type: ignore[operator]
+        if side is not None:
+            local.append((a, side))
+            budget //= side
+    if not local:
+        return []
+    # NOTE: the last LOCAL becomes local id 0, the one neighbouring work items differ in
+    chosen = [Opt("LOCAL", a, side) for a, side in reversed(local)]
+    ups = [Opt("UPCAST", a, GROUP_UPCAST) for a, side in local if k.full_shape[a] // side % GROUP_UPCAST == 0]  # type: ignore[operator]
+    group_count = prod(k.full_shape[: k.first_reduce]) // prod(side for _, side in local)  # type: ignore[arg-type]
+    if group_count // GROUP_UPCAST ** len(ups) >= groups.compute_units:
+        chosen += ups
+    for opt in chosen:
+        k = k.apply(opt)
+    last = k.first_expanded - 1
+    steps = k.full_shape[last]
+    for tile in (t for t in range(min(MAX_TILE_STEPS, steps), MIN_TILE_STEPS - 1, -1) if steps % t == 0):  # type: ignore[operator]
+        tiled = k.apply(Opt("TILE", last, tile))
+        staged = tiled.staged_loads()
+        group = prod(tiled.full_shape[tiled.first_local : tiled.first_reduce])
+        nbytes = sum(tiled.copy_rounds(axes) * group * k.bufops[i].arg.dtype.itemsize for i, axes in staged.items())
+        if staged and nbytes <= groups.local_bytes // 2:
+            chosen.append(Opt("TILE", last, tile))
+            k = tiled
+            break
+    last = k.first_expanded - 1
+    if k.full_shape[last] % 4 == 0 and k.full_shape[last] > 4:  # type: ignore[operator]
+        chosen.append(Opt("UNROLL", last, 4))
+    return chosen

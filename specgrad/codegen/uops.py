@@ -12,15 +12,17 @@ from specgrad.dtype import DType
 class UOps(Enum):
     DEFINE_GLOBAL = auto()  # a buffer argument; arg: (buffer index, dtype)
     DEFINE_VAR = auto()  # an int argument for a symbolic shape Variable; arg: the Variable
-    SPECIAL = auto()  # a GPU global id; arg: (axis, loop Variable)
+    DEFINE_LOCAL = auto()  # a work-group's local memory for one staged load; arg: (load's buffer op index, elements)
+    SPECIAL = auto()  # a GPU id; arg: (kind: global, group or local, axis, loop Variable)
     LOOP = auto()  # for (var = 0; var < end; var++) {; arg: (loop Variable, end, split across threads?)
     ENDLOOP = auto()  # }; vin: (LOOP,)
     DEFINE_ACC = auto()  # a reduce accumulator; arg: its start value
-    LOAD = auto()  # vin: (DEFINE_GLOBAL,); arg: (index Node, validity Node)
+    LOAD = auto()  # vin: (DEFINE_GLOBAL or DEFINE_LOCAL,); arg: (index Node, validity Node)
     CONST = auto()  # arg: (value, validity Node)
     ALU = auto()  # vin: operands; arg: a UnaryOps, BinaryOps or TernaryOps (a CAST's target is the dtype)
     ASSIGN = auto()  # acc = value; vin: (DEFINE_ACC, value)
-    STORE = auto()  # vin: (DEFINE_GLOBAL, value); arg: index Node
+    STORE = auto()  # vin: (DEFINE_GLOBAL or DEFINE_LOCAL, value); arg: index Node
+    BARRIER = auto()  # every work item of the group waits here, and sees the others' local memory writes
     VECTORIZE = auto()  # a vector from `width` scalars; vin: the lanes in order
     LANE = auto()  # one lane of a vector; vin: (vector,); arg: the lane
     HORIZONTAL = auto()  # a scalar combining a vector's lanes in order; vin: (vector,); arg: BinaryOps.ADD or MAX

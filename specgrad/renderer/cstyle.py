@@ -272,6 +272,10 @@ class CDialect:
     kernel_prefix: str
     buffer_qualifier: str  # of each buffer argument
     global_id: str  # hardware global id {axis} as an int; a kernel that loops over its output has none
+    group_id: str  # work-group id {axis} as an int ("": the dialect has no work-groups)
+    local_id: str  # local id {axis} within the work-group as an int
+    local_memory: str  # a work-group's array {name} of {n} {t}s
+    barrier: str  # every work item of the group waits, local memory writes seen
     # scalars
     type_names: dict[DType, str]  # as stored: arguments, loads and stores
     compute_types: dict[DType, str]  # dtypes computed in another type than the one they are stored in
@@ -326,6 +330,10 @@ C_DIALECT = CDialect(
     kernel_prefix="",
     buffer_qualifier="",
     global_id="",
+    group_id="",
+    local_id="",
+    local_memory="",
+    barrier="",
     type_names={dtypes.bool: "unsigned char", dtypes.float16: "unsigned short", dtypes.float32: "float",
                 dtypes.float64: "double", dtypes.int8: "char", dtypes.uint8: "unsigned char", dtypes.int16: "short",
                 dtypes.uint16: "unsigned short", dtypes.int32: "int", dtypes.uint32: "unsigned int",
@@ -370,6 +378,10 @@ OPENCL_DIALECT = CDialect(
     kernel_prefix="__kernel ",
     buffer_qualifier="__global ",
     global_id="(int)get_global_id({axis})",
+    group_id="(int)get_group_id({axis})",
+    local_id="(int)get_local_id({axis})",
+    local_memory="__local {t} {name}[{n}];",
+    barrier="barrier(CLK_LOCAL_MEM_FENCE);",
     type_names={dtypes.bool: "uchar", dtypes.float16: "half", dtypes.float32: "float", dtypes.float64: "double",
                 dtypes.int8: "char", dtypes.uint8: "uchar", dtypes.int16: "short", dtypes.uint16: "ushort",
                 dtypes.int32: "int", dtypes.uint32: "uint", dtypes.int64: "long", dtypes.uint64: "ulong"},
@@ -727,9 +739,14 @@ class _Renderer:
             self.depth -= 1
             self.emit("}")
         elif u.uop is UOps.SPECIAL:
-            axis, var = u.arg
+            kind, axis, var = u.arg
             name = self.var_names[var] = var.expr.lstrip("_")
-            self.emit(f"int {name} = {d.global_id.format(axis=axis)};")
+            self.emit(f"int {name} = {self.work_item_id(kind).format(axis=axis)};")
+        elif u.uop is UOps.DEFINE_LOCAL:
+            self.names[id(u)] = name = self.fresh("lmem")
+            self.emit(self.work_group_feature(d.local_memory).format(t=d.storage_type(u.dtype), name=name, n=u.arg[1]))  # type: ignore[arg-type]
+        elif u.uop is UOps.BARRIER:
+            self.emit(self.work_group_feature(d.barrier))
         elif u.uop is UOps.DEFINE_ACC:
             self.names[id(u)] = name = self.fresh("acc")
             init = render_const(u.arg, u.dtype, d)  # type: ignore[arg-type]
@@ -757,6 +774,15 @@ class _Renderer:
             self.emit(f"{self.names[id(u.vin[0])]} = {self.names[id(u.vin[1])]};")
         elif u.uop is UOps.STORE:
             self.store(u)
+
+    def work_item_id(self, kind: str) -> str:
+        template = {"global": self.d.global_id, "group": self.d.group_id, "local": self.d.local_id}[kind]
+        return self.work_group_feature(template)
+
+    def work_group_feature(self, template: str) -> str:
+        if not template:
+            raise ValueError(f"{self.d.name} kernels have no work-groups: kernel {self.prg.name} needs them")
+        return template
 
     def arguments(self) -> list[tuple[str, str, str]]:
         """(type, qualifiers, name) per argument: the buffers, then the shape variables."""

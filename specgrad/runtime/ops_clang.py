@@ -40,6 +40,7 @@ from specgrad.flags import CC, CPU_TARGET, DEBUG, THREADS
 from specgrad.helpers import cores, prod
 from specgrad.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, render
+from specgrad.runtime.throughput import measured_throughput
 from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import Variable, sym_infer
 
@@ -462,6 +463,7 @@ def ClangDevice() -> Compiled:
         functools.partial(compile_c, path, flags),
     )
     vector_bytes = proven_vector_bytes(identity, compile_fn, target_vector_bytes(check_target(path, target)))
+    throughput = measured_throughput(identity, compile_fn, vector_bytes)
     compiler = Compiler("clang", identity, compile_fn, f"the CLANG device ({version}, -march={target})", ".c")
     try:
         pool_lib = compiler.compile_cached(POOL_SRC, "thread_pool")  # NOTE: also proves it builds shared objects
@@ -469,10 +471,15 @@ def ClangDevice() -> Compiled:
         raise DeviceUnavailable(f"the C compiler {path} cannot build shared objects ({e}): {INSTALL_HINT}") from None
     pool = ThreadPool(pool_lib) if max(thread_count(), cores()) > 1 else None
     if DEBUG >= 1:
+        tiles = throughput or "by register count (not measured)"
         print(
             f"CLANG device: compiling with {version} ({path}) for -march={target} ({vector_bytes}-byte vectors, "
-            f"proven by probe kernels), {pool.threads if pool else 1} thread(s)"
+            f"proven by probe kernels), {pool.threads if pool else 1} thread(s), register tiles: {tiles}"
         )
-    opts = LinearizerOptions(optimize=True, vector_bytes=vector_bytes, threads=pool is not None)
-    return Compiled("CLANG", HostAllocator(), opts, lambda prg: render(prg, C_DIALECT), compiler,
-                    functools.partial(ClangProgram, pool=pool))  # fmt: skip
+    accumulators = throughput.accumulators if throughput is not None else 0
+    opts = LinearizerOptions(optimize=True, vector_bytes=vector_bytes, threads=pool is not None,
+                             accumulators=accumulators)  # fmt: skip
+    ret = Compiled("CLANG", HostAllocator(), opts, lambda prg: render(prg, C_DIALECT), compiler,
+                   functools.partial(ClangProgram, pool=pool))  # fmt: skip
+    ret.throughput = throughput
+    return ret

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from specgrad.cache import DiskCache, Refused, open_namespace, private_folder
-from specgrad.codegen.linearizer import LinearizerOptions, Program
+from specgrad.codegen.linearizer import LinearizerOptions, Program, WorkGroups
 from specgrad.codegen.uops import UOps
 from specgrad.device import (
     BuildFailed,
@@ -37,7 +37,7 @@ from specgrad.device import (
     sizes_with,
 )
 from specgrad.dtype import DType, dtypes
-from specgrad.flags import CL_VECTOR_WIDTH, COMPILE_CACHE, DEBUG
+from specgrad.flags import CL_VECTOR_WIDTH, CL_WORK_GROUPS, COMPILE_CACHE, DEBUG
 from specgrad.renderer.cstyle import OPENCL_DIALECT, render
 from specgrad.shape.symbolic import Node, Variable, sym_infer
 
@@ -98,6 +98,19 @@ class CLContext:
         self.build_lock = threading.Lock()
         dev = self.device
         self.identity = f"{dev.platform.name} {dev.platform.version} {dev.name} {dev.driver_version}"
+
+    @property
+    def is_gpu(self) -> bool:
+        return bool(self.device.type & cl.device_type.GPU)
+
+    def work_groups(self) -> WorkGroups | None:
+        """The device's work-group limits, where kernels should take work-group shapes and local-memory tiles: on a
+        GPU with local memory of its own (CL_WORK_GROUPS=1: on any device, to test them on a CPU), else None."""
+        dev, wanted = self.device, int(CL_WORK_GROUPS)
+        dedicated = dev.local_mem_type == cl.device_local_mem_type.LOCAL
+        if wanted == 0 or (wanted < 0 and not (self.is_gpu and dedicated)):
+            return None
+        return WorkGroups(self.max_work_group, int(dev.local_mem_size), int(dev.max_compute_units))
 
     @property
     def has_fp64(self) -> bool:
@@ -189,13 +202,13 @@ def launch_of(prg: Program, max_work_group: int) -> Launch | None:
     gs = tuple(int(s) for s in prg.global_size or (1,))
     reach: dict[int, int] = {}
     for u in prg.uops:
-        if u.uop in (UOps.LOAD, UOps.STORE):
+        if u.uop in (UOps.LOAD, UOps.STORE) and u.vin[0].uop is UOps.DEFINE_GLOBAL:
             idx, buf = u.arg[0] if u.uop is UOps.LOAD else u.arg, u.vin[0].arg[0]
             reach[buf] = max(reach.get(buf, 1), (idx.max if isinstance(idx, Node) else int(idx)) + u.width)
     nbytes = tuple(reach.get(i, 1) * dtype.itemsize for i, dtype in prg.buffers)
     if sum(nbytes) > WARMUP_MAX_BYTES:
         return None
-    return Launch(prg.name, gs, local_size(gs, max_work_group), nbytes)
+    return Launch(prg.name, gs, prg.local_size or local_size(gs, max_work_group), nbytes)
 
 
 class CLProgram:
@@ -203,6 +216,7 @@ class CLProgram:
 
     def __init__(self, ctx: CLContext, prg: Program, binary: bytes):
         self.ctx, self.global_size, self.vars = ctx, prg.global_size or (1,), prg.vars
+        self.local_size = prg.local_size  # NOTE: a kernel with local ids needs its own work-group shape
         with ctx.build_lock:
             program = cl.Program(ctx.context, [ctx.device], [binary]).build()
             self.kernel = getattr(program, prg.name)
@@ -210,7 +224,7 @@ class CLProgram:
     def __call__(self, bufs: list[Any], var_vals: dict[Variable, int], wait: bool) -> float | None:
         gs = sizes_with(self.global_size, var_vals)
         args = [*bufs, *[np.int32(sym_infer(v, var_vals)) for v in self.vars]]
-        event = self.kernel(self.ctx.queue, gs, local_size(gs, self.ctx.max_work_group), *args)
+        event = self.kernel(self.ctx.queue, gs, self.local_size or local_size(gs, self.ctx.max_work_group), *args)
         if not wait:
             return None
         event.wait()
@@ -497,11 +511,12 @@ def GPUDevice() -> Compiled:
     servers = BuildServers(ctx.index)
     # NOTE: "launched": binaries cached before builds launched once in a build server lack the work-group machine code
     compiler = Compiler("opencl", f"{ctx.identity} launched", servers, f"the GPU device (OpenCL on {ctx.name})", ".cl")
-    width = vector_width(ctx)
+    width, groups = vector_width(ctx), ctx.work_groups()
     if DEBUG >= 1:
         print(f"GPU device: OpenCL on {ctx.name}, float{width} vectors (proven by a probe kernel; the device prefers "
-              f"float{ctx.device.preferred_vector_width_float})")  # fmt: skip
-    opts = LinearizerOptions(global_dims=3, optimize=True, vector_bytes=4 * width)
+              f"float{ctx.device.preferred_vector_width_float}), "
+              f"{groups or 'work-groups picked by the runtime'}")  # fmt: skip
+    opts = LinearizerOptions(global_dims=3, optimize=True, vector_bytes=4 * width, work_groups=groups)
 
     def render_cl(prg: Program) -> str:
         src = render(prg, OPENCL_DIALECT)

@@ -22,6 +22,7 @@ from specgrad.bench import (
     torch_model,
     workloads,
 )
+from specgrad.helpers import cores
 from specgrad.nn.state import get_state_dict
 
 
@@ -125,12 +126,35 @@ def test_numpy_conv_gradients_are_the_adjoints_of_the_convolution() -> None:
     np.testing.assert_allclose([(x * dx).sum(), (w * dw).sum()], [total, total], rtol=1e-10)
 
 
-def test_the_peak_is_threads_times_clock_times_flops_per_cycle() -> None:
+def test_the_peak_is_threads_times_what_one_core_was_measured_at() -> None:
     from specgrad.bench import Peak
+    from specgrad.device import Device
 
+    peak, two = Peak.of_cpu(1), Peak.of_cpu(2)
+    if peak is None or two is None:
+        pytest.skip("no C compiler")
+    measured = Device["CLANG"].throughput
+    if measured is None:
+        pytest.skip("the register tile probe did not run here")
+    assert peak.gflops == pytest.approx(measured.gflops) and two.gflops == pytest.approx(min(2, cores()) * peak.gflops)
+    units = measured.fma_units
+    assert f"{measured.gflops:.0f} GFLOP/s measured on one core" in peak.derivation
+    assert f"about {units} FMA unit" in peak.derivation and 1 <= units <= 4
+
+
+def test_without_the_probe_the_peak_is_threads_times_clock_times_flops_per_cycle(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from specgrad.bench import Peak
+    from specgrad.device import Device, DeviceUnavailable
+
+    try:
+        monkeypatch.setattr(Device["CLANG"], "throughput", None)
+    except DeviceUnavailable:
+        pytest.skip("no C compiler")
     peak = Peak.of_cpu(1)
     if peak is None:
-        pytest.skip("no C compiler or no known clock")
+        pytest.skip("no known clock")
     lanes, fma = (int(peak.derivation.split(" x ")[2].split("(")[1].split()[0]), "FMA units" in peak.derivation)
     ghz = float(peak.derivation.split(" x ")[1].split()[0])
     assert peak.gflops == pytest.approx(ghz * lanes * 2 * (2 if fma else 1), rel=1e-2)

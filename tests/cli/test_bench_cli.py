@@ -86,7 +86,7 @@ def test_every_side_runs_at_the_thread_count_asked_for() -> None:
     assert doc["threads"] == 1 and doc["torch_threads"] == 1 and doc["numpy_threads"] in (1, None)
     assert all(r["reference"].endswith(", 1 thread") for r in doc["results"])
     assert torch.get_num_threads() == before
-    assert "1 core x " in doc["peak_derivation"] and "FLOP/cycle" in doc["peak_derivation"]
+    assert doc["peak_derivation"].startswith("1 core x ")
     assert runner.invoke(app, ["bench", "--threads", "0"]).exit_code == 2
 
 
