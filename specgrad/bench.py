@@ -213,14 +213,21 @@ class Result:
         return Result(name, unit, value, reference, reference_value, ratio, target, met)
 
 
+QUIET = 0.25  # seconds: longer than a BLAS or OpenMP thread pool spins after its last call
+
+
 @dataclass(frozen=True)
 class Timer:
-    """Times a warmed-up function: the best of up to `repeat` calls made within about `seconds` (at least one)."""
+    """Times a warmed-up function: the best of up to `repeat` calls made within about `seconds` (at least one), after
+    a quiet pause of a quarter of `seconds` (at most QUIET): the side timed before leaves worker threads spinning on
+    the cores, OpenBLAS's for about 2^28 cycles after each call, and a kernel timed in that window ran at half speed
+    on two threads (a 256 matmul: 392 us right after numpy's, 204 us otherwise)."""
 
     seconds: float = 1.0
     repeat: int = 100
 
     def best(self, fn: Callable[[], object]) -> float:
+        time.sleep(min(QUIET, self.seconds / 4))
         times: list[float] = []
         deadline = time.perf_counter() + self.seconds
         while not times or (len(times) < self.repeat and time.perf_counter() < deadline):

@@ -324,8 +324,10 @@ class _AstBuilder:
 # the kernel could only put its vector lanes on the reduce and add each accumulator's lanes up at the end; its panels
 # are the same layout, copied across, and then the kernel runs as a plain matmul. That pays wherever the product is
 # PACK_T_WORK multiply-adds or more, whatever K: at 1 thread, 1.5-2.3x for K from 512 to 4096 (a bound of K <= 256,
-# on the guess that a long K amortizes the final adds, had left the MLP's 784 inputs at 30 GFLOP/s).
-PACK_PANEL, PACK_MIN, PACK_T_WORK = 32, 512, 2**22
+# on the guess that a long K amortizes the final adds, had left the MLP's 784 inputs at 30 GFLOP/s). PACK_MIN: a
+# 256 matmul packed runs at 101 against 87 GFLOP/s at 1 thread and 189 against 164 at 2 (through the jit); at 128 the
+# copy costs more than it saves (63 -> 57 GFLOP/s at 1 thread, 96 -> 56 at 2).
+PACK_PANEL, PACK_MIN, PACK_T_WORK = 32, 256, 2**22
 
 
 def _pack_operand(si: ScheduleItem) -> list[ScheduleItem]:
