@@ -14,7 +14,7 @@ many times faster the best tile is says about how many units a core has, with no
 prints both as the peak it compares with (a measured peak: the best tile's GFLOP/s on one core, times the threads).
 
 The probe runs in a child process, as the width probes do (a crash costs only the child), on one thread; its verdict
-and figures are cached on disk under the compiler, its flags, the CPU and the probe's source. Imports cache, codegen,
+and figures are cached on disk under the compiler, its flags, the CPU and specgrad's source. Imports cache, codegen,
 device, ops, renderer, schedule and shape.
 """
 
@@ -32,15 +32,16 @@ from pathlib import Path
 from specgrad.cache import DiskCache, private_folder
 from specgrad.codegen.linearizer import LinearizerOptions, linearize
 from specgrad.codegen.opts import MAX_ACCUMULATORS
-from specgrad.device import BuildFailed
+from specgrad.device import BuildFailed, code_fingerprint
 from specgrad.dtype import dtypes
 from specgrad.flags import DEBUG
+from specgrad.helpers import cores
 from specgrad.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps
-from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, render
+from specgrad.renderer.cstyle import C_DIALECT, render
 from specgrad.schedule import PACK_PANEL
 from specgrad.shape.shapetracker import ShapeTracker
 
-CANDIDATES = (4, 8, 16)  # accumulators in a register tile
+CANDIDATES = (8, 16)  # accumulators in a register tile (4 was the slowest with AVX-512 and with AVX2 here)
 CHAIN = 1  # one accumulator: the FMA latency probe
 FMA_LATENCY = 4  # cycles, on current x86 (Intel since Skylake, AMD Zen 4) and Arm Neoverse cores
 PROBE_MATMUL = (128, 512, 256)  # M, K, N: 34 MFLOP, about 0.3 ms a call
@@ -50,12 +51,11 @@ TIE = 1.05  # the rule's tile stays unless another is faster by more than this
 PROBE_CHILD = r"""
 import ctypes, json, sys, time
 job = json.loads(sys.stdin.read())
-lib = ctypes.CDLL(job["lib"])
 bufs = [ctypes.create_string_buffer(n + 64) for n in job["nbytes"]]
 args = [ctypes.addressof(b) + (-ctypes.addressof(b)) % 64 for b in bufs]  # NOTE: 64-byte aligned, as the device's
 for a, n in list(zip(args, job["nbytes"]))[1:]:
     ctypes.memset(a, 0x3c, n)  # NOTE: every float 0.0115: finite, no subnormals
-fns = {name: getattr(lib, name) for name in job["names"]}
+fns = {name: getattr(ctypes.CDLL(lib), name) for lib, name in job["kernels"]}
 best = {name: float("inf") for name in fns}
 for _ in range(job["rounds"]):
     for name, fn in fns.items():
@@ -102,17 +102,15 @@ def probe_ast() -> LazyOp:
     return LazyOp(BufferOps.STORE, (total,), MemBuffer(0, dtypes.float32, out))
 
 
-def probe_file(vector_bytes: int) -> str:
-    """The probe kernel at every candidate tile, named tile<accumulators>, in one source (their header once)."""
-    headers: list[str] = []
-    bodies: list[str] = []
+def probe_sources(vector_bytes: int) -> dict[int, str]:
+    """The probe kernel at each tile (the chain first), named tile<accumulators>, each a source of its own: they
+    compile at once, one per core (in one file they took 0.33 s, most of the probe's time at a cold start)."""
+    ret = {}
     for acc in (CHAIN, *CANDIDATES):
         # NOTE: threads=True renders the kernel as the device does (one thread here: the pool is not set)
         opts = LinearizerOptions(optimize=True, vector_bytes=vector_bytes, threads=True, accumulators=acc)
-        header, body = render(replace(linearize(probe_ast(), opts), name=f"tile{acc}"), C_DIALECT).split(KERNEL_MARK)
-        headers += [c for c in header.rstrip("\n").split("\n\n") if c not in headers]
-        bodies.append(body)
-    return "\n\n".join(headers) + "\n" + KERNEL_MARK + "\n".join(bodies)
+        ret[acc] = render(replace(linearize(probe_ast(), opts), name=f"tile{acc}"), C_DIALECT)
+    return ret
 
 
 def choose(times: dict[int, float], vector_bytes: int) -> Throughput:
@@ -128,13 +126,20 @@ def choose(times: dict[int, float], vector_bytes: int) -> Throughput:
 def measure(compile_fn: Callable[[str], bytes], vector_bytes: int) -> dict[int, float] | None:
     """Seconds per call of the probe kernel at each candidate tile, the fastest of ROUNDS; None where it did not
     build or run."""
+    from concurrent.futures import ThreadPoolExecutor  # NOTE: here: it costs every start ~7 ms (see device.py)
+
     m, k, n = PROBE_MATMUL
     try:
-        lib = compile_fn(probe_file(vector_bytes))
+        sources = probe_sources(vector_bytes)
+        with ThreadPoolExecutor(cores()) as pool:
+            libs = dict(zip(sources, pool.map(compile_fn, sources.values())))
         with tempfile.TemporaryDirectory(prefix="probe-", dir=private_folder()) as tmp:
-            (lib_path := Path(tmp) / "tiles.so").write_bytes(lib)
-            job = {"lib": str(lib_path), "names": [f"tile{acc}" for acc in (CHAIN, *CANDIDATES)], "repeats": REPEATS,
-                   "rounds": ROUNDS, "nbytes": [4 * m * n, 4 * m * k, 4 * k * n]}  # fmt: skip
+            kernels = []
+            for acc, lib in libs.items():
+                (path := Path(tmp) / f"tile{acc}.so").write_bytes(lib)
+                kernels.append([str(path), f"tile{acc}"])
+            job = {"kernels": kernels, "repeats": REPEATS, "rounds": ROUNDS,
+                   "nbytes": [4 * m * n, 4 * m * k, 4 * k * n]}  # fmt: skip
             res = subprocess.run([sys.executable, "-c", PROBE_CHILD], input=json.dumps(job), capture_output=True,
                                  text=True, timeout=120)  # fmt: skip
         times = json.loads(res.stdout)
@@ -151,7 +156,8 @@ def measured_throughput(identity: str, compile_fn: Callable[[str], bytes], vecto
     the probe could not run (the rule's tile is used)."""
     if vector_bytes == 0:
         return None
-    key_src = f"{identity}\n{CANDIDATES} {PROBE_MATMUL} {TIE} {REPEATS} {ROUNDS}\n{probe_file(vector_bytes)}"
+    # NOTE: keyed by specgrad's source, not the probe kernels' (rendering them costs every warm start ~30 ms)
+    key_src = f"{identity}\n{vector_bytes}\n{code_fingerprint()}"
     cache, key = DiskCache("clang-tiles"), hashlib.sha256(key_src.encode()).hexdigest()
     if (cached := cache.get(key)) is not None:
         try:
