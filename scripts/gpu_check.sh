@@ -49,8 +49,8 @@ case "$device" in
   *"Portable Computing Language"*) say "warning: the GPU device is PoCL on the CPU, not a GPU: no OpenCL GPU was found" ;;
 esac
 
-phase "the GPU test tier (tests with GPU in their name, fast tier)"
-timeout 200 python -m pytest -q -k GPU -p no:cacheprovider 2>&1 | tail -30 | tee -a "$out"
+phase "the GPU test tier (tests with GPU in their name and tests/test_work_groups.py, fast tier)"
+timeout 200 python -m pytest -q -k "GPU or work_groups" -p no:cacheprovider 2>&1 | tail -30 | tee -a "$out"
 
 phase "specgrad bench --device GPU"
 timeout 130 specgrad bench --device GPU --seconds 0.3 2>&1 | tee -a "$out"

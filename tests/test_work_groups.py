@@ -88,6 +88,28 @@ def test_the_group_never_exceeds_the_device() -> None:
         assert np.prod(sides) <= min(items, 256), (items, opts)
 
 
+def test_a_bias_read_after_the_reduce_is_not_copied_to_local_memory() -> None:
+    x, w = Tensor.rand(256, 512, device="CPU").realize(), Tensor.rand(512, 128, device="CPU").realize()
+    b = Tensor.rand(128, device="CPU").realize()
+    (k,) = [k for k in kernels_of(x @ w + b) if k.reduceop is not None]
+    prg = linearize(k.ast, GPU_TARGET)
+    assert [u.arg[1] for u in prg.uops if u.uop is UOps.DEFINE_LOCAL] == [64 * 16, 16 * 64], "the operands only"
+
+
+def test_a_group_smaller_than_a_warp_is_left_to_the_runtime() -> None:
+    # NOTE: a 2x2 max pool over relu(conv + bias) shared only its bias along the window: 4-item groups before
+    x, bias = Tensor.rand(64, 32, 8, 8, device="CPU").realize(), Tensor.rand(32, 1, 1, device="CPU").realize()
+    (k,) = kernels_of((x + bias).relu().max_pool2d(2))
+    assert all(o.op not in ("LOCAL", "TILE") for o in choose_opts(k, GPU_TARGET)), choose_opts(k, GPU_TARGET)
+
+
+def test_a_packed_matmul_keeps_a_register_tile_on_both_axes() -> None:
+    # NOTE: the scheduler's 32-column panels leave 2 per item along them after 16 local ids: the tile takes 2 there
+    k = matmul_kernel(1024, 1024, 1024)
+    opts = choose_opts(k, replace(GPU_TARGET, work_groups=replace(A_GPU, compute_units=132)))
+    assert sorted(o.amount for o in opts if o.op == "UPCAST") == [2, 4] and any(o.op == "TILE" for o in opts)
+
+
 def test_a_c_kernel_cannot_use_work_groups() -> None:
     prg = linearize(matmul_kernel(64, 64, 64).ast, GPU_TARGET)
     with pytest.raises(ValueError, match="no work-groups"):

@@ -85,10 +85,14 @@ class Kernel:
             return {}
         region = [*range(self.first_local, self.first_reduce), self.first_expanded - 1,
                   *range(self.first_expanded, len(self.full_shape))]  # fmt: skip
+        # NOTE: only the reduce's own loads: one read after it (a bias) would be copied at every step, never read
+        inside = {id(x) for x in self.reduceop.src[0].lazyops()} if self.reduceop is not None else set()
         ret = {}
         for i, b in enumerate(self.bufops):
             strides = self.strides(i)
-            if b.op is not BufferOps.LOAD or all(strides[a] != 0 for a in range(self.first_local, self.first_reduce)):
+            if b.op is not BufferOps.LOAD or id(b) not in inside:
+                continue
+            if all(strides[a] != 0 for a in range(self.first_local, self.first_reduce)):
                 continue
             # NOTE: the stride order makes the copy's neighbouring work items read neighbouring addresses
             axes = [a for a in region if strides[a] != 0]

@@ -17,11 +17,11 @@ kernel. The rules, in order:
 
 On a GPU (LinearizerOptions.work_groups, from the device's queries) a reduce kernel with loads that some output axes
 do not move along (a matmul's or convolution's operands) takes a work-group shape instead of rule 1: LOCAL makes
-those axes' inner parts the work-group's local ids (up to max_items items), UPCAST gives each item a register tile
-whose elements are a work-group apart (neighbouring items touch neighbouring addresses), and TILE splits the last
-reduce loop so the work-group first copies its shared loads into local memory at each step (within half the local
-memory, so two groups fit per compute unit). A register tile is dropped where it would leave fewer groups than
-compute units.
+those axes' inner parts the work-group's local ids (32 to max_items items), UPCAST gives each item a register tile
+whose elements are a work-group apart (neighbouring items touch neighbouring addresses; 4, else 2), and TILE splits
+the last reduce loop so the work-group first copies its shared loads into local memory at each step (within half
+the local memory, so two groups fit per compute unit). A register tile is dropped where it would leave fewer groups
+than compute units.
 
 Imports dtype, ops and codegen.kernel.
 """
@@ -51,6 +51,7 @@ PARALLEL_MIN_WORK = 1 << 14  # iterations of a whole kernel before its first out
 PANEL_STRIDE = 64  # elements between reduce steps of a vector load that reads a packed panel
 LOCAL_SIDES = (16, 8, 4, 2)  # local ids along one axis of a work-group, widest first
 MAX_GROUP_ITEMS = 256  # work items per group, at most (enough to hide latency; more only strains registers)
+MIN_GROUP_ITEMS = 32  # work items per group, at least (a warp); a smaller shape is left to the runtime
 GROUP_UPCAST = 4  # a GPU work item's register tile along each local axis
 MAX_TILE_STEPS = 16  # reduce steps staged in local memory at once
 MIN_TILE_STEPS = 8  # fewer steps per copy than this, and the barriers cost more than the loads they save
@@ -226,13 +227,14 @@ def work_group_opts(k: Kernel, groups: WorkGroups) -> list[Opt]:
         if side is not None:
             local.append((a, side))
             budget //= side
-    if not local:
-        return []
+    if prod(side for _, side in local) < MIN_GROUP_ITEMS:
+        return []  # NOTE: a group of 4 items (a pool's 2x2 window) fills an eighth of a warp; the runtime picks better
     # NOTE: the last LOCAL becomes local id 0, the one neighbouring work items differ in
     chosen = [Opt("LOCAL", a, side) for a, side in reversed(local)]
-    ups = [Opt("UPCAST", a, GROUP_UPCAST) for a, side in local if k.full_shape[a] // side % GROUP_UPCAST == 0]  # type: ignore[operator]
+    ups = [Opt("UPCAST", a, n) for a, side in local
+           if (n := next((u for u in (GROUP_UPCAST, 2) if k.full_shape[a] // side % u == 0), 0))]  # type: ignore[operator]  # fmt: skip
     group_count = prod(k.full_shape[: k.first_reduce]) // prod(side for _, side in local)  # type: ignore[arg-type]
-    if group_count // GROUP_UPCAST ** len(ups) >= groups.compute_units:
+    if group_count // prod(o.amount for o in ups) >= groups.compute_units:
         chosen += ups
     for opt in chosen:
         k = k.apply(opt)
