@@ -23,6 +23,7 @@ from specgrad import realize as realize_mod
 from specgrad.device import Buffer
 from specgrad.dtype import DType
 from specgrad.realize import ExecItem
+from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import Node, Variable, sint
 from specgrad.tensor import Tensor
 
@@ -165,6 +166,8 @@ class TinyJit(Generic[ReturnType]):
         var_vals = _var_vals(call)
         for item in self.items:
             item.run(item.bufs, {v: var_vals.get(v, val) for v, val in item.var_vals.items()})
+        if var_vals:
+            _rebind(self.ret, var_vals)
         return self.ret
 
     def _input_buffers(self, call: _Call) -> list[Buffer]:
@@ -353,6 +356,17 @@ def _check_returns(ret: Any, call: _Call) -> None:
                 f"call's tensors, so it would hand back the captured call's '{p}', not this call's. Don't return "
                 "arguments: the caller holds them already (an in-place .assign() to one is replayed into the new one)"
             )
+
+
+def _rebind(ret: Any, var_vals: dict[Variable, int]) -> None:
+    """Give each returned tensor whose shape holds a bound Variable this call's value of it: the captured tensor kept
+    the capture's (a (5, 48) result after a call with 8 rows); its buffer has room for the largest value."""
+    for t in _tensors_in(ret):
+        st = t.lazydata.st
+        bound = {v: v.unbound.bind(var_vals[v.unbound]) for v in st.vars()
+                 if v.val is not None and v.unbound in var_vals and v.val != var_vals[v.unbound]}  # fmt: skip
+        if bound:
+            t.lazydata = t.lazydata._view(ShapeTracker(tuple(view.substitute(bound) for view in st.views)))
 
 
 def _tensors_in(ret: Any) -> list[Tensor]:

@@ -125,6 +125,21 @@ def test_symbolic_dimension_replays_with_new_values(device: str) -> None:
         np.testing.assert_equal(out.numpy(), (x * 3).sum(1))
 
 
+def test_a_symbolic_result_takes_each_calls_size(device: str) -> None:
+    """The returned tensor's shape follows the call's Variable: captured at 5 rows, a replay with 8 returned (5, 48)."""
+    w = np.random.default_rng(0).standard_normal((16, 12)).astype(np.float32)
+
+    @TinyJit
+    def f(a: Tensor, w: Tensor) -> Tensor:
+        return (a @ w).relu().realize()
+
+    for n in (3, 5, 8, 2, 7):
+        x = np.arange(n * 16, dtype=np.float32).reshape(n, 16) / 50 - 1
+        out = f(Tensor(x, device=device).reshape(Variable("i", 1, 8).bind(n), 16), Tensor(w, device=device))
+        assert out.shape[0].val == n  # type: ignore[union-attr]
+        np.testing.assert_allclose(out.numpy(), np.maximum(x @ w, 0), rtol=1e-5, atol=1e-5)
+
+
 def test_random_ops_draw_anew_on_each_replay(device: str) -> None:
     @TinyJit
     def f(a: Tensor) -> Tensor:
