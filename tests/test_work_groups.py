@@ -110,6 +110,15 @@ def test_a_packed_matmul_keeps_a_register_tile_on_both_axes() -> None:
     assert sorted(o.amount for o in opts if o.op == "UPCAST") == [2, 4] and any(o.op == "TILE" for o in opts)
 
 
+def test_vector_lanes_and_a_local_memory_tile_are_refused_together() -> None:
+    # NOTE: staged loads are read from local memory one scalar at a time; lanes there failed with a KeyError
+    k = matmul_kernel(64, 64, 64).apply(Opt("LOCAL", 0, 16))
+    with pytest.raises(ValueError, match="no local-memory tile"):
+        k.apply(Opt("VECTOR", 1, 4)).apply(Opt("TILE", 3, 8))
+    with pytest.raises(ValueError, match="one vector axis"):
+        k.apply(Opt("TILE", 3, 8)).apply(Opt("VECTOR", 1, 4))
+
+
 def test_a_c_kernel_cannot_use_work_groups() -> None:
     prg = linearize(matmul_kernel(64, 64, 64).ast, GPU_TARGET)
     with pytest.raises(ValueError, match="no work-groups"):

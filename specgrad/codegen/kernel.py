@@ -130,9 +130,11 @@ class Kernel:
         if opt.op == "TILE":
             if not self.first_reduce <= axis < self.first_expanded or self.tiled:
                 raise ValueError(f"{opt}: TILE splits a reduce loop, once")
+            if self.vector_axis is not None:  # NOTE: local memory is read one scalar at a time
+                raise ValueError(f"{opt}: a kernel with vector lanes takes no local-memory tile")
             return self._split_to(axis, amount, self.first_expanded, tiled=True)
-        if opt.op == "VECTOR" and self.vector_axis is not None:
-            raise ValueError(f"a kernel has one vector axis: cannot apply {opt}")
+        if opt.op == "VECTOR" and (self.vector_axis is not None or self.tiled):
+            raise ValueError(f"a kernel has one vector axis, and none with a local-memory tile: cannot apply {opt}")
         kind = "upcast" if axis < self.first_reduce else "unroll"
         ret = self._split_to(axis, amount, len(self.full_shape), expanded=(*self.expanded, kind))
         return replace(ret, vector_axis=len(self.full_shape)) if opt.op == "VECTOR" else ret

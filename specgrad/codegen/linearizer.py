@@ -198,7 +198,7 @@ class _Linearizer:
             return group_idxs, [], groups
         local_idxs, local = self._ids("local", shape[first_local:], n)
         self.local_size = tuple(int(s) for s in local) + (1,) * (len(groups) - len(local))
-        groups = tuple(g * n for g, n in itertools.zip_longest(groups, self.local_size, fillvalue=1))
+        groups = tuple(g * size for g, size in itertools.zip_longest(groups, self.local_size, fillvalue=1))
         return group_idxs + local_idxs, [], groups
 
     def _ids(self, kind: str, shape: tuple[sint, ...], n: int) -> tuple[list[Node], tuple[sint, ...]]:
