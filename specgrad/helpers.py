@@ -147,10 +147,10 @@ def check_output(path: str | os.PathLike) -> None:
     if not stat.S_ISDIR(folder.st_mode):
         raise BadOutputPath(path, f"{path.parent} is not a folder", errno.ENOTDIR)
     with contextlib.suppress(FileNotFoundError):
-        _check_regular(path, os.lstat(path))
+        check_regular_output(path, os.lstat(path))
 
 
-def _check_regular(path: Path, st: os.stat_result | None) -> None:
+def check_regular_output(path: Path, st: os.stat_result | None) -> None:
     if st is not None and (what := kind_of(st.st_mode)) is not None:
         raise BadOutputPath(path, f"it is {what}, not a regular file (only a regular file is replaced)")
 
@@ -168,7 +168,7 @@ def atomic_write(path: str | os.PathLike, data: bytes) -> None:
     except OSError as e:
         raise WriteError(path, f"cannot open its folder ({e.strerror})", e.errno) from None
     try:
-        _write_in(dir_fd, path, data)
+        write_at(dir_fd, path, data)
     finally:
         os.close(dir_fd)
 
@@ -180,11 +180,11 @@ def _lstat_at(dir_fd: int, name: str) -> os.stat_result | None:
         return None
 
 
-def _write_in(dir_fd: int, path: Path, data: bytes) -> None:
+def write_at(dir_fd: int, path: Path, data: bytes) -> None:
     """atomic_write inside an open folder: every step names the folder by its descriptor, so swapping the folder
     for a link meanwhile does not send the file elsewhere."""
     before = _lstat_at(dir_fd, path.name)
-    _check_regular(path, before)
+    check_regular_output(path, before)
     tmp, fd = _create_temp(dir_fd, path)
     is_open = True
     try:
@@ -234,7 +234,7 @@ def _publish(dir_fd: int, tmp: str, path: Path, before: os.stat_result | None) -
             os.link(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
         except FileExistsError:
             before = _lstat_at(dir_fd, path.name)  # NOTE: another writer of the same file (two runs, two caches)
-            _check_regular(path, before)
+            check_regular_output(path, before)
         except OSError as e:
             if e.errno not in (errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.EMLINK, errno.ENOSYS):
                 raise
@@ -242,7 +242,7 @@ def _publish(dir_fd: int, tmp: str, path: Path, before: os.stat_result | None) -
             with contextlib.suppress(OSError):
                 os.unlink(tmp, dir_fd=dir_fd)
             return
-    _check_regular(path, _lstat_at(dir_fd, path.name))
+    check_regular_output(path, _lstat_at(dir_fd, path.name))
     os.replace(tmp, path.name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
 
 
@@ -256,10 +256,10 @@ def append_file(path: str | os.PathLike, data: bytes) -> None:
         fd = os.open(path, flags, 0o666)
     except OSError as e:
         with contextlib.suppress(FileNotFoundError):
-            _check_regular(path, os.lstat(path))  # NOTE: a link (ELOOP) or a pipe without a reader (ENXIO) said as such
+            check_regular_output(path, os.lstat(path))  # NOTE: a link (ELOOP) or a pipe without a reader (ENXIO) said as such
         raise WriteError(path, e.strerror or str(e), e.errno) from None
     try:
-        _check_regular(path, os.fstat(fd))
+        check_regular_output(path, os.fstat(fd))
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view) :]

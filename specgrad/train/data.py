@@ -70,6 +70,10 @@ IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg")  # NOTE: what Pillow is asked to read
 IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}  # NOTE: the input's channels -> the Pillow mode every image is converted to
 MAX_IMAGES = 1_000_000  # NOTE: files listed in an images folder
 MAX_IMAGE_VALUES = 1 << 30  # NOTE: values of all images once decoded (4 GiB of float32), checked before decoding
+# NOTE: pixels one image may decode to, from its header before decoding: 16 times the input's height and width, or
+# 2^22 (4 megapixels, e.g. 2560x1600) where that is more. A JPEG is decoded at up to 1/8 scale per side (its draft
+# mode) when it is resized, so its declared pixels count 1/64.
+IMAGE_SCALE, MIN_IMAGE_PIXELS = 16, 1 << 22
 NONFINITE_HINT = "missing or infinite values cannot be learned from: fill in a number, or remove the row"
 # NOTE: data keys that do something for some sources only; any other source with the key given is an error
 APPLIES = {"path": ("text", "csv", "npz", "images"), "test_path": ("text", "csv", "npz", "images"),
@@ -1521,6 +1525,7 @@ def read_image(raw: bytes, shown: str, shape: tuple[int, ...], resize: bool, ima
             warnings.simplefilter("error", image.DecompressionBombWarning)  # NOTE: refused before any pixel is decoded
             warnings.simplefilter("ignore", UserWarning)  # NOTE: e.g. palette transparency notes on conversion
             with image.open(io.BytesIO(raw), formats=("PNG", "JPEG")) as img:
+                _check_declared_size(img, shown, shape, resize)
                 if resize and img.format == "JPEG":
                     img.draft(IMAGE_MODES[channels], (w, h))  # NOTE: JPEG decodes at a smaller scale, faster
                 img = ImageOps.exif_transpose(img)
@@ -1544,6 +1549,27 @@ def read_image(raw: bytes, shown: str, shape: tuple[int, ...], resize: bool, ima
         raise ValueError(f"{shown} cannot be read as an image: it is damaged or cut short ({excerpt(str(e), 80)})"
                          ) from None  # fmt: skip
     return (a[None] if a.ndim == 2 else a.transpose(2, 0, 1)).reshape(shape)
+
+
+def decoded_pixel_limit(shape: tuple[int, ...]) -> int:
+    """The most pixels one image for an input of `shape` (channels, height, width) is decoded to (IMAGE_SCALE)."""
+    return max(MIN_IMAGE_PIXELS, IMAGE_SCALE**2 * shape[1] * shape[2])
+
+
+def _check_declared_size(img: Any, shown: str, shape: tuple[int, ...], resize: bool) -> None:
+    """Refuse, from the header alone, an image that would decode to far more pixels than the input takes: a PNG a few
+    KiB long may declare 89 million pixels (Pillow's own limit), which decode for seconds into hundreds of MiB for
+    an 8x8 input. Without resize, any size but the input's (either way round: EXIF may turn it) is refused here."""
+    _, h, w = shape
+    width, height = img.size
+    if not resize and (width, height) not in ((w, h), (h, w)):
+        raise WrongSize(f"{shown} is {width}x{height} pixels, but the input's shape {list(shape)} takes {w}x{h} "
+                        "images (width x height)")  # fmt: skip
+    decoded = width * height // (64 if img.format == "JPEG" and resize else 1)
+    if decoded > (limit := decoded_pixel_limit(shape)):
+        raise ValueError(f"{shown} is {width}x{height} pixels, more than an image is decoded for with an input of "
+                         f"{w}x{h} (at most {limit:,} pixels{', after JPEG reduction' if img.format == 'JPEG' else ''})"
+                         )  # fmt: skip
 
 
 def _load_images(src: _Source) -> Dataset:

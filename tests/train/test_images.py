@@ -179,6 +179,48 @@ def test_a_decompression_bomb_is_refused_before_decoding(tmp_path: Path, side: i
                               "bomb, or a huge photo)\n  hint: replace or remove the file"]  # fmt: skip
 
 
+def valid_black_png(width: int, height: int) -> bytes:
+    """A complete, valid grayscale PNG of width x height black pixels: a few KiB of file that decodes in full."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    z, row = zlib.compressobj(9), b"\0" * (width + 1)
+    idat = b"".join(z.compress(row) for _ in range(height)) + z.flush()
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")
+
+
+@pytest.mark.parametrize("resize", [True, False])
+def test_an_image_far_larger_than_the_input_is_refused_before_decoding(tmp_path: Path, resize: bool) -> None:
+    """A PNG under Pillow's own limit (25 million pixels, a few KiB of file) for a 4x6 input: refused from its header,
+    in well under the seconds and hundreds of MiB decoding it takes (issue 30)."""
+    import resource
+    import time
+
+    photos = folder(tmp_path)
+    (photos / "cat" / "big.png").write_bytes(valid_black_png(5000, 5000))
+    path = spec(tmp_path, "resize: true\n" if resize else "")
+    before, started = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, time.perf_counter()
+    said = messages(path)
+    grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) << 10
+    shown = photos / "cat" / "big.png"
+    if resize:
+        assert said == [f"{path}:8:9: error: {shown} is 5000x5000 pixels, more than an image is decoded for with an "
+                        "input of 6x4 (at most 4,194,304 pixels)\n  hint: replace or remove the file"]  # fmt: skip
+    else:
+        assert said[0].startswith(f"{path}:8:9: error: {shown} is 5000x5000 pixels, but the input's shape")
+    assert grown < 50 << 20 and time.perf_counter() - started < 5  # NOTE: a guard that it was not decoded
+
+
+def test_a_large_jpeg_counts_at_its_reduced_scale(tmp_path: Path) -> None:
+    """A 2400x1800 photo for a 32x32 input decodes at 1/8 scale (its draft mode): accepted."""
+    photos = folder(tmp_path, size=(32, 32))
+    picture(photos / "cat" / "photo.jpg", size=(2400, 1800))
+    ds = load_data(validate_file(spec(tmp_path, "resize: true\n", shape="[3, 32, 32]")))
+    assert len(ds.x_train) + len(ds.x_valid) == 11
+
+
 def test_pillow_missing_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     folder(tmp_path)
     real = builtins.__import__

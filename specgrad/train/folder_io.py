@@ -1,0 +1,238 @@
+"""Files inside a run or sweep folder, read and written without leaving it.
+
+The folder itself is the one the user named (or `train`/`sweep` made), and it is followed like any path the user
+types. Everything below it is specgrad's own: a run folder specgrad wrote holds no links and no special files. So
+every entry below the folder (a subfolder such as checkpoints/ or logs/, a trial's folder, the file itself) is opened
+one component at a time by descriptor with O_NOFOLLOW: a symbolic link, FIFO, socket or device anywhere below the
+folder is refused by name, never followed, never waited on; a file is read only up to a cap, checked before its bytes
+are. Errors name the path and what is there, never what a file holds (a link may lead to a secret).
+
+Writes go through helpers' atomic writer and appender, run inside the folder reached the same way. Imports helpers
+and modelspec.errors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import json
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path, PurePath
+from typing import Any
+
+from specgrad.helpers import WriteError, check_regular_output, write_at, kind_of
+from specgrad.modelspec.errors import SpecError
+
+MIB = 1 << 20
+STATE_CAP = 16 * MIB  # NOTE: sweep.json, results.json, evaluation JSON: a few KiB when specgrad writes them
+LOG_CAP = 1024 * MIB  # NOTE: metrics.jsonl of a run of 10^6 steps is about 150 MiB
+JSON_DEPTH = 64  # NOTE: specgrad's own JSON is at most 4 deep
+REMOVE_HINT = "specgrad writes no links or special files into its folders: remove it (or restore the folder), then run again"
+_DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
+_BELOW = _DIR | os.O_NOFOLLOW
+
+
+def _parts(rel: str | PurePath) -> tuple[str, ...]:
+    parts = PurePath(rel).parts
+    if not parts or PurePath(rel).is_absolute() or any(p in ("", ".", "..") for p in parts):
+        raise ValueError(f"{rel!r} is not a plain relative path inside a folder")  # NOTE: a caller's bug
+    return parts
+
+
+def _what(dir_fd: int, name: str) -> str | None:
+    """What is at `name` in the open folder, when it is not a regular file (None: a regular file or nothing)."""
+    try:
+        return kind_of(os.lstat(name, dir_fd=dir_fd).st_mode)
+    except OSError:
+        return None
+
+
+def _refuse(path: Path, what: str, wanted: str = "a regular file") -> SpecError:
+    return SpecError.at(None, f"{path} is {what}, not {wanted}", REMOVE_HINT)
+
+
+@contextlib.contextmanager
+def folder_of(folder: Path, rel: str | PurePath, create: bool = False) -> Iterator[int]:
+    """A descriptor of the folder that holds `folder/rel`, every folder below `folder` opened without following a
+    link (and made, 0777 less the umask, when `create`). A link or a file in a folder's place is a SpecError; a folder
+    that is missing is FileNotFoundError."""
+    parts = _parts(rel)
+    try:
+        fd = os.open(folder, _DIR)
+    except FileNotFoundError:
+        raise
+    except OSError as e:
+        raise WriteError(folder, f"cannot open the folder ({e.strerror})", e.errno) from None
+    try:
+        at = folder
+        for part in parts[:-1]:
+            at = at / part
+            if create:
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(part, 0o777, dir_fd=fd)
+            try:
+                below = os.open(part, _BELOW, dir_fd=fd)
+            except FileNotFoundError:
+                raise
+            except OSError as e:
+                if e.errno in (errno.ELOOP, errno.ENOTDIR):
+                    raise _refuse(at, _what(fd, part) or "not a folder", "a folder") from None
+                raise WriteError(at, f"cannot open the folder ({e.strerror})", e.errno) from None
+            os.close(fd)
+            fd = below
+        yield fd
+    finally:
+        os.close(fd)
+
+
+def entry_kind(folder: Path, rel: str | PurePath) -> str | None:
+    """What `folder/rel` is, never following a link: "file", "folder", "missing", or the words for anything else
+    ("a symbolic link", "a FIFO (named pipe)"...; a link or file on the way is "a symbolic link"/"not a folder")."""
+    try:
+        with folder_of(folder, rel) as fd:
+            st = os.lstat(_parts(rel)[-1], dir_fd=fd)
+    except FileNotFoundError:
+        return "missing"
+    except SpecError:
+        return "a symbolic link or file where a folder belongs"
+    except OSError as e:
+        return (e.strerror or str(e)).lower()
+    if stat.S_ISREG(st.st_mode):
+        return "file"
+    return "folder" if stat.S_ISDIR(st.st_mode) else kind_of(st.st_mode)
+
+
+def read_in(folder: Path, rel: str | PurePath, cap: int, missing_ok: bool = False) -> bytes | None:
+    """The bytes of the regular file `folder/rel` (never through a link, never a wait), at most `cap` bytes; None when
+    it is missing and `missing_ok`. Anything else at that name is a SpecError that names it."""
+    path = folder / rel
+    try:
+        with folder_of(folder, rel) as dir_fd:
+            name = _parts(rel)[-1]
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+            except FileNotFoundError:
+                raise
+            except OSError as e:
+                what = _what(dir_fd, name)
+                if what is not None:
+                    raise _refuse(path, what) from None
+                raise SpecError.at(None, f"cannot read {path}: {(e.strerror or str(e)).lower()}") from None
+    except FileNotFoundError:
+        if missing_ok:
+            return None
+        raise SpecError.at(None, f"{path} is missing", "was the folder made by specgrad, and is it complete?") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            raise _refuse(path, kind_of(st.st_mode) or "not a regular file")
+        if st.st_size > cap:
+            raise SpecError.at(None, f"{path} is {st.st_size / MIB:,.1f} MiB, more than specgrad writes there "
+                               f"(at most {cap / MIB:,.0f} MiB)", "it is not a file specgrad wrote: remove or "
+                               "replace it")  # fmt: skip
+        data = f.read(st.st_size + 1)
+    if len(data) > st.st_size:
+        raise SpecError.at(None, f"{path} grew while it was read", "wait for the process writing it, then run again")
+    return data
+
+
+def parse_json(data: bytes, path: Path) -> Any:
+    """A JSON document specgrad wrote into one of its folders: bounded in depth and number length, UTF-8; anything
+    else is a SpecError naming the file and the position, never quoting it."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SpecError.at(None, f"{path} is not UTF-8 text (byte {e.start + 1})", _DAMAGED) from None
+    if _depth(text) > JSON_DEPTH:
+        raise SpecError.at(None, f"{path} is nested more than {JSON_DEPTH} deep, deeper than specgrad writes", _DAMAGED)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise SpecError.at(None, f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})",
+                           _DAMAGED) from None  # fmt: skip
+    except (ValueError, RecursionError):  # NOTE: an integer past Python's 4,300-digit limit
+        raise SpecError.at(None, f"{path} holds a number too long to be one specgrad wrote", _DAMAGED) from None
+
+
+_DAMAGED = "it is damaged or was not written by specgrad: restore it, or remove it"
+
+
+def _depth(text: str) -> int:
+    """The deepest nesting of [ and { outside strings (a quick scan: json's own parser recurses and would overflow)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for c in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+            if deepest > JSON_DEPTH:
+                return deepest
+        elif c in "]}":
+            depth -= 1
+    return deepest
+
+
+def read_json_in(folder: Path, rel: str | PurePath, cap: int = STATE_CAP, missing_ok: bool = False) -> Any:
+    """A JSON state file in a folder (read_in, then parse_json); None when missing and `missing_ok`."""
+    data = read_in(folder, rel, cap, missing_ok)
+    return None if data is None else parse_json(data, folder / rel)
+
+
+def write_in(folder: Path, rel: str | PurePath, data: bytes, create: bool = False) -> None:
+    """helpers.atomic_write of `folder/rel`, its folders below `folder` reached without following a link (made when
+    `create`)."""
+    path = folder / rel
+    try:
+        with folder_of(folder, rel, create) as dir_fd:
+            write_at(dir_fd, path, data)
+    except FileNotFoundError as e:
+        raise WriteError(path, "its folder does not exist", errno.ENOENT) from e
+
+
+def open_append_in(folder: Path, rel: str | PurePath, create: bool = False) -> int:
+    """A descriptor for appending to the regular file `folder/rel` (created 0666 less the umask when missing), never
+    through a link, never into a FIFO or device; the caller closes it."""
+    path = folder / rel
+    flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+    try:
+        with folder_of(folder, rel, create) as dir_fd:
+            name = _parts(rel)[-1]
+            try:
+                fd = os.open(name, flags, 0o666, dir_fd=dir_fd)
+            except OSError as e:
+                if (what := _what(dir_fd, name)) is not None:
+                    raise _refuse(path, what) from None
+                raise WriteError(path, e.strerror or str(e), e.errno) from None
+    except FileNotFoundError as e:
+        raise WriteError(path, "its folder does not exist", errno.ENOENT) from e
+    try:
+        check_regular_output(path, os.fstat(fd))
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def append_in(folder: Path, rel: str | PurePath, data: bytes) -> None:
+    """Append `data` to `folder/rel` (open_append_in); a failure is a WriteError naming the file."""
+    fd = open_append_in(folder, rel)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view) :]
+    except OSError as e:
+        raise WriteError(folder / rel, e.strerror or str(e), e.errno) from None
+    finally:
+        os.close(fd)
