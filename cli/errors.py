@@ -21,6 +21,7 @@ from pathlib import Path
 
 import typer
 
+from specgrad.flags import FlagError, check_environment
 from specgrad.helpers import BadOutputPath, DeviceUnavailable, NonFiniteLoss, WriteError, check_output
 from specgrad.modelspec.errors import SpecError, printable
 
@@ -40,6 +41,13 @@ ENVIRONMENT_ERRNOS = {
     errno.EMFILE: "too many files are open: raise the limit (ulimit -n), or close other programs",
     errno.ENFILE: "the system has too many files open: close other programs, then run again",
     errno.ENOMEM: "the machine is out of memory: close other programs, or use a smaller batch, model or file",
+}
+# NOTE: a path that cannot be one (too long, a file where a folder belongs or the reverse, a loop of links): exit 1
+PATH_ERRNOS = {
+    errno.ENAMETOOLONG: "a name in it is longer than the file system allows (255 bytes): choose a shorter name or path",
+    errno.EISDIR: "a folder is where a file belongs: remove or rename it, or choose another path",
+    errno.ENOTDIR: "a part of the path that must be a folder is not one: remove or rename it, or choose another path",
+    errno.ELOOP: "a symbolic link is where specgrad follows none (or links loop): remove it, or choose another path",
 }
 EXTRAS = {"onnx": "onnx", "onnxruntime": "onnx", "matplotlib": "plot", "pyopencl": "gpu"}  # NOTE: pyproject's extras
 # NOTE: typer's own ways out (its Exit, Abort and usage errors; typer >= 0.20 has its own click inside)
@@ -62,6 +70,8 @@ def describe(e: Exception) -> tuple[int, str]:
     """(exit code, message) for an exception a command did not handle itself."""
     if isinstance(e, SpecError):
         return INVALID, str(e)
+    if isinstance(e, FlagError):  # NOTE: a setting of the command, as an option is: one line per bad flag
+        return USAGE, "\n".join(f"error: {line}" for line in str(e).splitlines())
     if isinstance(e, BadOutputPath):
         return INVALID, f"error: {e}\n  hint: name a regular file (or a new name) in a folder that exists"
     if isinstance(e, NonFiniteLoss):
@@ -76,18 +86,26 @@ def describe(e: Exception) -> tuple[int, str]:
         said = f" ({e})" if str(e) else ""
         return ENVIRONMENT, f"error: out of memory{said}\n  hint: {ENVIRONMENT_ERRNOS[errno.ENOMEM]}"
     if isinstance(e, OSError) and e.errno in ENVIRONMENT_ERRNOS:
-        what = str(e) if isinstance(e, WriteError) else f"{e.filename}: {e.strerror}" if e.filename else e.strerror
-        return ENVIRONMENT, f"error: {what}\n  hint: {ENVIRONMENT_ERRNOS[e.errno]}"
+        return ENVIRONMENT, f"error: {_os_error(e)}\n  hint: {ENVIRONMENT_ERRNOS[e.errno]}"
+    if isinstance(e, OSError) and e.errno in PATH_ERRNOS:
+        return INVALID, f"error: {_os_error(e)}\n  hint: {PATH_ERRNOS[e.errno]}"
     how = "the traceback is above" if is_debug() else "run again with --debug (or SPECGRAD_DEBUG=1) for the traceback"
     return INTERNAL, (f"error: internal error (a bug in specgrad, please report it): {_summary(e)}\n"
                       f"  hint: {how}, and include it in the report")  # fmt: skip
 
 
+def _os_error(e: OSError) -> str:
+    """The file and the cause: a WriteError says both itself; another OSError names the file it was about."""
+    return str(e) if isinstance(e, WriteError) else f"{e.filename}: {e.strerror}" if e.filename else str(e.strerror)
+
+
 @contextlib.contextmanager
 def handled() -> Iterator[None]:
     """Run a command's body: typer's own exits pass through; any other exception ends the process with the message and
-    exit code that `describe` gives it (Ctrl-C: 130), the traceback first under --debug."""
+    exit code that `describe` gives it (Ctrl-C: 130), the traceback first under --debug. A flag with a bad value in
+    the environment stops every command here, before any work (exit 2), whichever code would read it."""
     try:
+        check_environment()
         yield
     except TYPER_EXITS:
         raise

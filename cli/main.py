@@ -16,7 +16,12 @@ import typer
 from specgrad.cli.errors import TRACEBACKS, check_paths, handled
 
 from specgrad import __version__
-from specgrad.flags import Context
+from specgrad.flags import COUNT, Context
+
+# NOTE: a spec's own bounds (train.epochs, train.steps, seed: modelspec/validate.py; a test checks they agree), so an
+# option cannot ask for what the spec it overrides may not; imported from there, every command would pay for it
+MAX_EPOCHS, MAX_STEPS, MAX_SEED = 1_000_000, 1 << 40, (1 << 32) - 1
+MAX_BENCH_SECONDS = 600.0
 
 # NOTE: each command imports its own module when it runs, so a command (or --help) pays only for what it uses
 
@@ -76,7 +81,7 @@ def reading_policy(root: Path | None, allow_outside: bool, max_file_mb: int | No
 @app.command("demo")
 def demo_command(
     steps: Annotated[int, typer.Option(min=1, max=100_000, help="training steps")] = 300,
-    seed: Annotated[int, typer.Option(help="seed for the data and the initial weights")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="seed for the data and the initial weights")] = 0,
     device: DeviceName = None,
 ) -> None:
     """Train a small MLP on two generated spirals and report the loss and accuracy."""
@@ -139,9 +144,12 @@ def train_command(
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set train.lr=0.01")] = None,
     device: DeviceName = None,
     out: Annotated[Path | None, typer.Option(parser=Path, help="folder for run folders (default: runs)")] = None,
-    epochs: Annotated[int | None, typer.Option(min=1, help="train for this many epochs instead")] = None,
+    epochs: Annotated[
+        int | None, typer.Option(min=1, max=MAX_EPOCHS, help="train for this many epochs instead")
+    ] = None,
     steps: Annotated[
-        int | None, typer.Option(min=1, help="train for exactly this many steps (the last epoch may be partial)")
+        int | None,
+        typer.Option(min=1, max=MAX_STEPS, help="train for exactly this many steps (the last epoch may be partial)"),
     ] = None,
     resume: Annotated[
         Path | None,
@@ -317,10 +325,14 @@ def sweep_command(
     random: Annotated[
         int | None, typer.Option(min=1, help="run this many trials drawn from the grid instead of all of them")
     ] = None,
-    seed: Annotated[int, typer.Option(help="the seed --random draws with")] = 0,
+    seed: Annotated[int, typer.Option(min=0, max=MAX_SEED, help="the seed --random draws with")] = 0,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key in every trial")] = None,
-    epochs: Annotated[int | None, typer.Option(min=1, help="train each trial for this many epochs")] = None,
-    steps: Annotated[int | None, typer.Option(min=1, help="train each trial for exactly this many steps")] = None,
+    epochs: Annotated[
+        int | None, typer.Option(min=1, max=MAX_EPOCHS, help="train each trial for this many epochs")
+    ] = None,
+    steps: Annotated[
+        int | None, typer.Option(min=1, max=MAX_STEPS, help="train each trial for exactly this many steps")
+    ] = None,
     device: DeviceName = None,
     out: Annotated[Path | None, typer.Option(parser=Path, help="folder for the sweep folder (default: runs)")] = None,
     backend: Annotated[Backend, typer.Option(help="local (processes on this machine) or ray")] = Backend.local,
@@ -391,11 +403,15 @@ def bench_command(
         bool, typer.Option("--quick", help="small sizes, for a run of seconds instead of minutes")
     ] = False,
     seconds: Annotated[
-        float | None, typer.Option(min=0.0, help="seconds of timed runs per side of a workload (default 1; 0.1 quick)")
+        float | None,
+        typer.Option(
+            min=0.0, max=MAX_BENCH_SECONDS, help="seconds of timed runs per side of a workload (default 1; 0.1 quick)"
+        ),
     ] = None,
     repeat: Annotated[int, typer.Option(min=1, help="at most this many timed runs per side")] = 100,
     threads: Annotated[
-        int | None, typer.Option(min=1, help="threads of specgrad, numpy's BLAS and PyTorch alike (default: all cores)")
+        int | None,
+        typer.Option(min=1, max=COUNT, help="threads of specgrad, numpy's BLAS and PyTorch alike (default: all cores)"),
     ] = None,
     compare: Annotated[
         Path | None,
@@ -404,6 +420,8 @@ def bench_command(
 ) -> None:
     """Time matmul, elementwise, reductions, conv2d, training steps and start-up against numpy and PyTorch, every
     side on the same number of threads."""
+    if seconds is not None and seconds != seconds:  # NOTE: NaN passes typer's range
+        raise typer.BadParameter("NaN is not a number of seconds", param_hint="--seconds")
     with handled():
         from specgrad.cli.bench import bench
 

@@ -19,7 +19,7 @@ from specgrad.cli.validate import data_line
 from specgrad import Device
 from specgrad.device import DeviceUnavailable
 from specgrad.helpers import WriteError
-from specgrad.modelspec.errors import SpecError, excerpt
+from specgrad.modelspec.errors import SpecError, excerpt, printable
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.train.run_folder import (
     MetricsLog,
@@ -77,7 +77,9 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
         if resume is None:
             write_resolved_spec(spec, folder)
         elif spec_path is not None:
-            typer.echo(f"note: continuing {folder} with its own spec.resolved.yaml ({spec_path} is not read)")
+            typer.echo(
+                printable(f"note: continuing {folder} with its own spec.resolved.yaml ({spec_path} is not read)")
+            )
         _train(spec, trainer, folder, resume is not None)
 
 
@@ -110,7 +112,7 @@ def _train(spec: ValidSpec, trainer: Trainer, folder: Path, resume: bool) -> Non
     spe, total = trainer.steps_per_epoch, trainer.total_steps
     partial = ", the last one partial" if total % spe else ""
     length = f"{plural(total, 'step')} ({plural(trainer.epochs, 'epoch')} of {plural(spe, 'step')}{partial})"
-    typer.echo(f"training {spec.values['name']} on {Device.DEFAULT}: {length}; run folder {folder}")
+    typer.echo(printable(f"training {spec.values['name']} on {Device.DEFAULT}: {length}; run folder {folder}"))
     typer.echo(data_line(trainer.data))
     try:
         with _progress(trainer, spec.batch_size) as (on_step, say):
@@ -138,9 +140,10 @@ def report(s: Summary) -> None:
     typer.echo(f"done: {('valid ' + shown) if shown else 'no validation split'}{best}")
     which = "the best epoch's" if s.final == "best" else "the last epoch's"
     why = " (no validation metric to pick the best by)" if s.final != s.chosen else ""
-    typer.echo(f"final weights ({which}, epoch {s.final_epoch}; train.final_weights: {s.chosen}{why}): {s.weights}")
+    typer.echo(printable(f"final weights ({which}, epoch {s.final_epoch}; train.final_weights: {s.chosen}{why}): "
+                         f"{s.weights}"))  # fmt: skip
     if s.last_checkpoint is not None:
-        typer.echo(f"last checkpoint: {s.last_checkpoint}")
+        typer.echo(printable(f"last checkpoint: {s.last_checkpoint}"))
 
 
 def write_exports(spec: ValidSpec, summary: Summary, folder: Path) -> None:
@@ -158,12 +161,13 @@ def write_exports(spec: ValidSpec, summary: Summary, folder: Path) -> None:
 @contextlib.contextmanager
 def _progress(trainer: Trainer, batch_size: int) -> Iterator[tuple[Callable[[int, int, float], None],
                                                                     Callable[[str], None]]]:  # fmt: skip
-    """(on_step, say): a live bar on a terminal; elsewhere (a pipe, a CI log) only the lines said, each flushed."""
+    """(on_step, say): a live bar on a terminal; elsewhere (a pipe, a CI log) only the lines said, each flushed. A line
+    said is escaped (it can name a run folder) and never rich markup."""
     console = Console()
     if not console.is_terminal:
 
         def say(line: str) -> None:
-            print(line, flush=True)
+            print(printable(line), flush=True)
 
         yield (lambda epoch, step, loss: None), say
         return
@@ -179,5 +183,5 @@ def _progress(trainer: Trainer, batch_size: int) -> Iterator[tuple[Callable[[int
             speed = steps_here[0] * batch_size / max(time.perf_counter() - started, 1e-9)
             progress.update(bar, completed=step, epoch=epoch, loss=f"{loss:.4f}", speed=f"{speed:.0f}")
 
-        yield on_step, lambda line: progress.console.print(line, markup=False, highlight=False)
+        yield on_step, lambda line: progress.console.print(printable(line), markup=False, highlight=False)
     sys.stdout.flush()

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from specgrad.modelspec.errors import Problem, SpecError, printable
+from specgrad.modelspec.errors import Problem, SpecError, label, printable
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.train.data import Dataset, inspect_data
 from specgrad.train.run_folder import resolved_spec_text, spec_file, spec_hash
@@ -95,12 +95,13 @@ def _learns_json(num_classes: int | None, class_names: list[str] | None, target_
 
 def data_line(data: Dataset) -> str:
     """What the data is, in one line: examples per split, the input columns when some are categorical, and what the
-    model learns from them (each output's, with its loss and weight, for a model with several)."""
+    model learns from them (each output's, with its loss and weight, for a model with several). Names from the data
+    (columns, classes) are labels: escaped, so a CSV cannot drive the terminal or break the line."""
     parts = [f"{len(data.x_train):,} training", f"{len(data.x_valid):,} validation"]
     parts += [f"{data.test_examples:,} test (held out for evaluate --split test)"] if data.test_examples else []
     head = f"data: {', '.join(parts[:-1])} and {parts[-1]} examples; "
     if data.columns is not None and data.columns.categorical:
-        head += f"inputs: {data.columns.explain()}; "
+        head += f"inputs: {label(data.columns.explain(), None)}; "
     if data.heads:
         parts = [(o, h, _learns(h.task, h.num_classes, h.class_names, data.y_train.dtype[o].shape, h.target_stats))
                  for o, h in data.heads.items()]  # fmt: skip
@@ -112,7 +113,7 @@ def _learns(task: str, num_classes: int | None, class_names: list[str] | None, s
             target_stats: dict) -> str:  # fmt: skip
     if task == "classify":
         names = class_names or []
-        shown = ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
+        shown = ", ".join(label(str(n)) for n in names[:10]) + (", ..." if len(names) > 10 else "")
         return f"{num_classes} classes ({shown})"
     if task == "language":
         return f"the next character at each position, {num_classes} character codes"

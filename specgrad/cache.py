@@ -4,7 +4,10 @@ compiled code is written to and loaded from. Imports flags and helpers.
 Only what is the user's own is used: the cache root and the folders in it must be owned by the effective uid and not
 be writable by group or others, an entry must be such a regular file (no link is followed, no pipe or device is
 opened), and each folder above the root may be changed only by the user or root (or be sticky, as /tmp is). Anything
-else is refused with one warning on stderr, and this process does not use that cache again.
+else is refused with one warning on stderr, and this process does not use that cache again. Files of the user's own
+can still come from elsewhere (a cache copied or restored from another machine), so each entry also carries a MAC made
+with the user's secret key (CACHE_SECRET, outside the cache): an entry made with another key, or under another name,
+is a miss.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import atexit
 import contextlib
 import fcntl
 import hashlib
+import hmac
 import os
 import re
 import shutil
@@ -24,7 +28,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from specgrad.flags import CACHEDIR, DEBUG
+from specgrad.flags import CACHE_SECRET, CACHEDIR, DEBUG
 from specgrad.helpers import atomic_write
 
 DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -38,9 +42,15 @@ LOCK_WAIT_S = 120.0  # NOTE: longest wait for another process's build of a kerne
 NOTICE = "specgrad: not using the kernel cache"
 OWN = "or set CACHEDIR to a folder of your own"
 
+MAC_BYTES = 32  # NOTE: HMAC-SHA256, at the start of every DiskCache entry
+MAC_FORMAT = b"specgrad kernel cache 1\0"  # NOTE: a MAC of another format (or use) never matches one of these
+SECRET_BYTES, SECRET_MIN, SECRET_MAX = 32, 16, 4096  # the key made; the shortest and longest one read
+
 _LOCK = threading.Lock()
 _REFUSED: set[str] = set()  # CACHEDIR values refused in this process
 _PRIVATE: dict[int, str] = {}  # pid -> its private folder
+_SECRET_LOCK = threading.Lock()
+_SECRETS: dict[str, bytes | None] = {}  # CACHE_SECRET path -> its key, None where refused (once per process)
 
 
 class Refused(Exception):
@@ -268,26 +278,166 @@ def _open_lock(namespace: str, name: str) -> int | None:
 
 
 class DiskCache:
-    """Binaries on disk under CACHEDIR/<namespace>/<key>.bin, each prefixed by its sha256 so a damaged entry is
-    rebuilt, never loaded; only the user's own files are read (above). Entries are written under another name and
-    renamed into place, so processes can share it."""
+    """Binaries on disk under CACHEDIR/<namespace>/<key>.bin, each prefixed by its MAC (`sign`): an entry damaged, made
+    with another key (copied from another user, machine or installation) or moved to another name is rebuilt, never
+    loaded; only the user's own files are read (above). Entries are written under another name and renamed into place,
+    so processes can share it. Without a usable key (`cache_secret`) nothing is read or written."""
 
     def __init__(self, namespace: str):
         self.namespace = namespace
 
     def get(self, key: str) -> bytes | None:
-        data = read_entry(self.namespace, f"{key}.bin")
-        if data is None or len(data) <= 32:
+        if (secret := cache_secret()) is None:
             return None
-        digest, payload = data[:32], data[32:]
-        return payload if hashlib.sha256(payload).digest() == digest else None
+        data = read_entry(self.namespace, f"{key}.bin")
+        if data is None or len(data) <= MAC_BYTES:
+            return None
+        mac, payload = data[:MAC_BYTES], data[MAC_BYTES:]
+        if hmac.compare_digest(mac, sign(secret, self.namespace, key, payload)):
+            return payload
+        if DEBUG >= 2:
+            print(f"compile cache: {self.namespace}/{key}.bin is damaged or was not made with your key: rebuilt")
+        return None
 
     def put(self, key: str, payload: bytes) -> None:
-        write_entry(self.namespace, f"{key}.bin", hashlib.sha256(payload).digest() + payload)
+        if (secret := cache_secret()) is not None:
+            write_entry(self.namespace, f"{key}.bin", sign(secret, self.namespace, key, payload) + payload)
 
     def building(self, key: str) -> contextlib.AbstractContextManager[None]:
-        """Held while the entry of `key` is built: see `locked`."""
-        return locked(self.namespace, key)
+        """Held while the entry of `key` is built: see `locked` (no lock where the cache is not used)."""
+        return locked(self.namespace, key) if cache_secret() is not None else contextlib.nullcontext()
+
+
+# *** the key that binds each entry to its name and to this user's installation ***
+
+
+def sign(secret: bytes, namespace: str, key: str, payload: bytes) -> bytes:
+    """The MAC of an entry: HMAC-SHA256 under the user's key of its namespace, its key and its bytes, so an entry is
+    good only where it was made (this key), and only under its own name."""
+    mac = hmac.new(secret, MAC_FORMAT + f"{namespace}\0{key}\0".encode(), hashlib.sha256)
+    mac.update(payload)
+    return mac.digest()
+
+
+def folder_tag(secret: bytes, use: str) -> str:
+    """A folder name's suffix only this key gives (16 hex digits), for files the cache cannot sign one by one."""
+    return hmac.new(secret, MAC_FORMAT + f"folder {use}".encode(), hashlib.sha256).hexdigest()[:16]
+
+
+def cache_secret() -> bytes | None:
+    """The user's key (the file CACHE_SECRET names, made on first use), read once per process; None where it cannot
+    be made or read safely, said once on stderr: the cache is then not used at all."""
+    path = os.path.abspath(str(CACHE_SECRET.value))
+    # NOTE: the path every lookup takes goes without the lock; b"" stands for "not read yet" (no key is that short)
+    if (ret := _SECRETS.get(path, b"")) != b"":
+        return ret
+    with _SECRET_LOCK:
+        if path not in _SECRETS:
+            try:
+                _SECRETS[path] = load_secret(path)
+            except Refused as e:
+                _SECRETS[path] = None
+                where = "" if e.path == path else f": {e.path}"  # NOTE: a folder above it
+                print(f"{NOTICE} in this process: its key {path}{where} {e.problem}, and the key that signs the "
+                      "cache's entries must be a file of your own that nobody else can read or write, in folders only "
+                      f"you (or root) can change. {e.fix}. Kernels are compiled afresh meanwhile.", file=sys.stderr,
+                      flush=True)  # fmt: skip
+        return _SECRETS[path]
+
+
+def load_secret(path: str) -> bytes:
+    """The key in `path`, made (SECRET_BYTES from os.urandom, 0600) where missing, in a folder made 0700 if missing;
+    the folder and the folders above it are checked as the cache root's are, the file as a cache entry is and also
+    for readers. Raises Refused with what is wrong and how to fix it."""
+    folder, name = os.path.split(path)
+    try:
+        real = resolve_root(folder, create=True)
+        dir_fd = open_dir(real)
+    except Refused as e:
+        raise Refused(e.path, e.problem, "To fix it: make that folder yours and closed to others, or set CACHE_SECRET "
+                                         "to a file in a folder of your own") from None  # fmt: skip
+    except OSError as e:
+        raise Refused(folder, f"cannot be made or opened ({e.strerror or e})", "To fix it: set CACHE_SECRET to a file "
+                              "in a folder of your own that can be written") from None  # fmt: skip
+    shown = os.path.join(real, name)
+    try:
+        try:
+            st = os.lstat(name, dir_fd=dir_fd)
+        except FileNotFoundError:
+            make_secret(shown, name, dir_fd)
+            st = os.lstat(name, dir_fd=dir_fd)
+        check_secret(shown, st)  # NOTE: before opening: no device or pipe is opened
+        fd = os.open(name, FILE_FLAGS, dir_fd=dir_fd)
+        try:
+            check_secret(shown, os.fstat(fd))
+            with open(fd, "rb", closefd=False) as f:
+                ret = f.read(SECRET_MAX + 1)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        fix = "To fix it: remove it if it is there, or set CACHE_SECRET to a file in a folder of your own you can write"
+        raise Refused(shown, f"cannot be made or read ({e.strerror or e})", fix) from None
+    finally:
+        os.close(dir_fd)
+    if not SECRET_MIN <= len(ret) <= SECRET_MAX:
+        raise Refused(shown, f"holds {len(ret) if len(ret) <= SECRET_MAX else 'more than ' + str(SECRET_MAX)} bytes, "
+                             f"not a key of {SECRET_MIN} to {SECRET_MAX}", _renew(shown, False))  # fmt: skip
+    return ret
+
+
+def make_secret(shown: str, name: str, dir_fd: int) -> None:
+    """Write a new key under another name (O_EXCL, 0600 whatever the umask, synced), then link it into place, so no
+    reader ever sees a part of one; where another process linked its key first, that one is kept."""
+    staged = f".{name}.{os.urandom(6).hex()}.new"
+    fd = os.open(staged, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, ENTRY_MODE,
+                 dir_fd=dir_fd)  # fmt: skip
+    try:
+        os.fchmod(fd, ENTRY_MODE)
+        os.write(fd, os.urandom(SECRET_BYTES))
+        os.fsync(fd)
+        os.close(fd)
+        try:
+            os.link(staged, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd, follow_symlinks=False)
+        except FileExistsError:
+            pass  # NOTE: another process made one at the same moment: both use it
+        except OSError:
+            # NOTE: a file system without hard links: two processes racing here may each use their own key for a
+            # moment, which costs rebuilt entries, never a wrong load
+            if not _exists(name, dir_fd):
+                os.rename(staged, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(staged, dir_fd=dir_fd)
+    if DEBUG >= 1:
+        print(f"compile cache: made a new key in {shown}: entries made with another one are rebuilt")
+
+
+def _exists(name: str, dir_fd: int) -> bool:
+    try:
+        os.lstat(name, dir_fd=dir_fd)
+    except FileNotFoundError:
+        return False
+    return True
+
+
+def check_secret(path: str, st: os.stat_result) -> None:
+    """Refuse a key file that is another kind of file, someone else's, or that others can read or write (whoever can
+    read it can make entries this process would load)."""
+    uid = os.geteuid()
+    if not stat.S_ISREG(st.st_mode):
+        raise Refused(path, f"is {kind(st.st_mode)}, not a regular file", _renew(path, stat.S_ISDIR(st.st_mode)))
+    if st.st_uid != uid:
+        raise Refused(path, f"is owned by uid {st.st_uid}, not by you (uid {uid})", _renew(path, False))
+    if st.st_mode & 0o077:
+        group, others = st.st_mode & 0o070, st.st_mode & 0o007
+        who = "its group and others" if group and others else "its group" if group else "others"
+        raise Refused(path, f"can be read or written by {who}", _renew(path, False) + " (someone who read it could "
+                            "have copied it, so chmod alone is not enough)")  # fmt: skip
+
+
+def _renew(path: str, is_dir: bool) -> str:
+    return (f"To fix it: remove it ({'rm -r' if is_dir else 'rm'} {path}); a new key is made at the next run and the "
+            "cache is rebuilt once")  # fmt: skip
 
 
 def private_folder() -> str:

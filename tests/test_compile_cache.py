@@ -92,6 +92,18 @@ def test_damaged_entries_are_rebuilt_not_loaded(compiled_device: str, tmp_path: 
     assert compiles == 0, "rebuilt entries were written back"
 
 
+def test_a_cache_made_with_another_key_is_rebuilt_then_used(compiled_device: str, tmp_path: Path) -> None:
+    """A cache copied from another user or machine (its entries made with their key): every kernel, lowering and
+    verdict is made again and written back with this key, and the next run compiles nothing."""
+    theirs, mine = (str(tmp_path / name / "cache-secret") for name in ("theirs", "mine"))
+    first, built, _ = run_program(compiled_device, tmp_path / "cache", CACHE_SECRET=theirs)
+    entries = {f: f.read_bytes() for f in (tmp_path / "cache").rglob("*.bin")}
+    again, rebuilt, hits = run_program(compiled_device, tmp_path / "cache", CACHE_SECRET=mine)
+    assert (again, rebuilt, hits) == (first, built, 0), "an entry made with another key was used"
+    assert all(f.read_bytes()[:32] != data[:32] for f, data in entries.items()), "an entry was not written back"
+    assert run_program(compiled_device, tmp_path / "cache", CACHE_SECRET=mine)[1] == 0
+
+
 def test_parallel_compiles_match_one_by_one(compiled_device: str, tmp_path: Path) -> None:
     """COMPILE_JOBS=1 compiles one kernel at a time; 4 compiles a schedule's new kernels at once: same everything."""
     runs = {jobs: run_program(compiled_device, tmp_path / jobs, COMPILE_JOBS=jobs) for jobs in ("1", "4")}

@@ -110,7 +110,17 @@ def test_default_device_from_environment() -> None:
     bad = subprocess.run(
         [sys.executable, "-c", code], env={"DEVICE": "TPU", "PATH": ""}, capture_output=True, text=True
     )
-    assert bad.returncode != 0 and "unknown device 'TPU'; known devices:" in bad.stderr
+    assert bad.returncode != 0 and "the environment variable DEVICE is 'TPU', but DEVICE takes CPU, CLANG or GPU" in (
+        bad.stderr
+    )
+
+
+def test_the_device_flag_takes_the_devices_that_compute() -> None:
+    """flags.py cannot import device.py (it is below it): the DEVICE flag's choices are kept equal to the table."""
+    from specgrad.device import DEVICE_TABLE
+    from specgrad.flags import DEVICE
+
+    assert set(DEVICE.choices) == set(DEVICE_TABLE) - {"DISK"}
 
 
 def test_the_opt_flag_takes_effect_after_the_first_kernel(device: str) -> None:

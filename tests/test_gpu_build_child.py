@@ -19,6 +19,7 @@ import pytest
 from conftest import device_problem
 
 from specgrad import Context, Device, Tensor, Variable
+from specgrad.cache import folder_tag
 from specgrad.codegen.linearizer import Program, linearize
 from specgrad.device import Compiled, GlobalCounters, KernelBuildError
 from specgrad.helpers import prod
@@ -131,8 +132,9 @@ def test_a_kernel_built_by_the_server_computes_right_and_is_not_compiled_here(
     assert not built, f"a work-group size was compiled in this process: {built}"
     assert len(used) == 2, res.stderr[-3000:]
     if cache:
-        assert all(str(tmp_path / "pocl") in line for line in used), used
-        shutil.rmtree(tmp_path / "pocl")
+        (pocl,) = tmp_path.glob("pocl-*")  # NOTE: named by the user's key (cache.folder_tag)
+        assert all(str(pocl) in line for line in used), used
+        shutil.rmtree(pocl)
         res = run_python(COLD_RUN, env)
         assert json.loads(res.stdout.splitlines()[-1])[:2] == [True, 0], "a warm run started a build server"
         used, built = wg_functions(res.stderr)
@@ -229,8 +231,10 @@ def pocl_env(gpu: Compiled, **env: str) -> tuple[str | None, str | None, str]:
 
 
 def test_pocl_cache_is_a_private_folder_in_cachedir(gpu: Compiled, tmp_path: Path) -> None:
-    folder, kernel_cache, _ = pocl_env(gpu, CACHEDIR=str(tmp_path / "cache"))
-    assert folder == str(tmp_path / "cache" / "pocl") and kernel_cache is None
+    key = tmp_path / "key"
+    folder, kernel_cache, _ = pocl_env(gpu, CACHEDIR=str(tmp_path / "cache"), CACHE_SECRET=str(key))
+    # NOTE: named by the user's key (cache.folder_tag): tests/test_cache_security.py has the copied cache's PoCL folder
+    assert folder == str(tmp_path / "cache" / f"pocl-{folder_tag(key.read_bytes(), 'pocl')}") and kernel_cache is None
     assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700
 
 

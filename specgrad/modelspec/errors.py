@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 MAX_EXCERPT = 60  # NOTE: characters of a spec's text a message quotes at most; a value can be a megabyte long
+MAX_LABEL = 40  # NOTE: characters of a name from data (a class, a category, a column) printed at most
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,9 @@ class SpecError(Exception):
 
 
 def _escaped(c: str) -> str:
+    """`c`, or its escape where it is not printable: C0 and C1 controls (ESC starts a terminal's escape sequences),
+    format characters (Cf: the bidi embeddings, overrides and isolates U+202A-U+202E and U+2066-U+2069, marks such as
+    U+200E, zero-width ones), line and paragraph separators, surrogates, private and unassigned code points."""
     return c if c.isprintable() else repr(c)[1:-1] if ord(c) < 128 else f"\\u{ord(c):04x}"
 
 
@@ -67,3 +71,10 @@ def printable(text: str) -> str:
     """`text` with control and format characters escaped, line breaks kept: what may be printed to a terminal (an
     escape sequence in a path or a name would otherwise be run by it)."""
     return text if text.isprintable() else "\n".join("".join(map(_escaped, line)) for line in text.split("\n"))
+
+
+def label(text: str, limit: int | None = MAX_LABEL) -> str:
+    """Text from data (a class name, a category, a column name, a target) as printed beside other words: on one line
+    (line breaks escaped too), control, format and bidi characters escaped, cut to `limit` characters (None: whole).
+    It is still text, not rich markup: where rich prints it, pass it as a rich Text ('[bold]x' stays as it is)."""
+    return excerpt(text, limit) if limit is not None else "".join(map(_escaped, text))

@@ -34,6 +34,11 @@ from specgrad.modelspec.weights import INIT, check_weights
 
 FORMAT_VERSION = 1
 MAX_NAME = 100  # NOTE: characters of a spec's name; it is a folder name, and file systems allow 255 bytes
+NAME_MAX = 255  # NOTE: bytes in one name on the file systems specgrad writes to (ext4, XFS, APFS, NTFS in UTF-16 less)
+# NOTE: the most specgrad appends to a name: a sweep folder <name>-sweep-<n> (a run folder's -<n> is shorter), with
+# room for a 9-digit n; multibyte letters can make 100 characters 400 bytes, so the name's UTF-8 bytes count too
+LONGEST_SUFFIX = "-sweep-999999999"
+MAX_NAME_BYTES = NAME_MAX - len(LONGEST_SUFFIX)
 DTYPES = ("float32", "float16", "int32", "int64", "uint8", "bool")
 
 
@@ -149,7 +154,8 @@ TOP = Section("spec", "a model, its data and its training recipe", {
     "specgrad": Field("int", f"format version of the spec; this specgrad reads {FORMAT_VERSION}", REQUIRED,
                       choices=(FORMAT_VERSION,)),
     "name": Field("str", "a name for the model, also its run folders' name (runs/<name>-<n>): letters, digits, '-', "
-                         "'_' and '.', starting with a letter, digit or '_', at most 100 characters", REQUIRED),
+                         f"'_' and '.', starting with a letter, digit or '_', at most {MAX_NAME} characters "
+                         f"({MAX_NAME_BYTES} bytes in UTF-8)", REQUIRED),
     "seed": Field("int", "seed for initial weights, data order and dropout", 0, min=0, max=2**32 - 1),
     "description": Field("str", "free text", None),
     "extends": Field("str", "a spec file to start from (relative to this file's folder); keys here are merged over it",
@@ -440,6 +446,10 @@ def _check_name(node: YNode | None) -> list[Problem]:
         why = "is empty"
     elif len(name) > MAX_NAME:
         why = f"is {len(name)} characters long, over {MAX_NAME}"
+    elif len(encoded := name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        why = (f"is {len(encoded)} bytes long in UTF-8 ({len(name)} characters, some of several bytes), over "
+               f"{MAX_NAME_BYTES} (a file system takes {NAME_MAX} bytes in a name, and a sweep folder adds "
+               f"'{LONGEST_SUFFIX[:-9]}<n>')")  # fmt: skip
     elif bad := [c for c in name if not (c.isalnum() or c in "-_.")]:
         why = f"holds {bad[0]!r}" + (", a path separator" if bad[0] in "/\\" else "")
     elif name[0] in ".-":

@@ -260,8 +260,9 @@ void sg_parallel_for(sg_body_fn fn, void* ctx, int n) {
 
 
 def load_library(lib: bytes) -> ctypes.CDLL:
-    """dlopen exactly these bytes (checked against their sha256 when they came from the cache): they are written to a
-    new file in the process's private folder, where nobody else can swap or change it before dlopen reads it."""
+    """dlopen exactly these bytes (checked against their MAC under the user's key when they came from the cache): they
+    are written to a new file in the process's private folder, where nobody else can swap or change it before dlopen
+    reads it."""
     with tempfile.NamedTemporaryFile(prefix="lib-", suffix=".so", delete=False, dir=private_folder()) as f:
         f.write(lib)
     try:

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from specgrad.cache import DiskCache, Refused, open_namespace, private_folder
+from specgrad.cache import DiskCache, Refused, cache_secret, folder_tag, open_namespace, private_folder
 from specgrad.codegen.linearizer import LinearizerOptions, Program, WorkGroups
 from specgrad.codegen.uops import UOps
 from specgrad.device import (
@@ -51,14 +51,17 @@ except ImportError:  # NOTE: only this device needs pyopencl; the others work wi
 
 @functools.cache
 def use_own_pocl_cache() -> None:
-    """Point PoCL's kernel cache, whose files it loads unchecked, at CACHEDIR/pocl, checked and made 0700 as the compile
-    cache's folders are; where that cache is refused or off (COMPILE_CACHE=0), turn PoCL's off (POCL_KERNEL_CACHE=0)
+    """Point PoCL's kernel cache, whose files it loads unchecked, at CACHEDIR/pocl-<tag>, checked and made 0700 as the
+    compile cache's folders are, its tag one only the user's key gives (cache.folder_tag): PoCL's files cannot be
+    signed one by one, so a cache copied from another user or machine brings a PoCL folder of another name, never
+    used. Where that cache is refused, off (COMPILE_CACHE=0) or without a key, turn PoCL's off (POCL_KERNEL_CACHE=0)
     and give it this process's private folder for the files it still writes. A POCL_CACHE_DIR the user set is theirs
     and left alone. Once per process, before PoCL starts (the first cl.get_platforms()); build servers inherit it."""
     # NOTE: the environment is PoCL's only knob (read when it starts), so this sets it rather than reading a flag
     if "POCL_CACHE_DIR" in os.environ:
         return
-    if COMPILE_CACHE and (folder := open_namespace("pocl", create=True)) is not None:
+    secret = cache_secret() if COMPILE_CACHE else None
+    if secret is not None and (folder := open_namespace(f"pocl-{folder_tag(secret, 'pocl')}", True)) is not None:
         os.close(folder[0])
         os.environ["POCL_CACHE_DIR"] = folder[1]
         return

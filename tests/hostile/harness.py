@@ -30,6 +30,9 @@ LIMIT_S = 60  # NOTE: a guard against hangs, not a speed test
 LIMIT_DATA = 4 << 30  # bytes of memory the command may allocate (RLIMIT_DATA: heap and anonymous mappings)
 LIMIT_AS = 64 << 30  # bytes of address space, files mapped read-only included (a 10 GB weights file may be mapped)
 REPO = Path(__file__).resolve().parents[2]
+# NOTE: one kernel cache key per session, put in every case's HOME where specgrad looks for it (CACHE_SECRET's
+# default): no case makes one (a change the snapshots would see), and the session's cache verifies in every case
+CACHE_KEY = os.urandom(32)
 
 # NOTE: the command as the `specgrad` script runs it; PATCH plants an engine bug or a failing disk first
 BOOT = "import sys\n{patch}\nfrom specgrad.cli.main import app\napp(prog_name='specgrad')\n"
@@ -385,6 +388,7 @@ class Assets:
         (ctx.project / "tiny.yaml").write_text(TINY)
         for sub in ("home", "tmp"):
             (ctx.root / sub).mkdir(exist_ok=True)
+        give_cache_key(ctx.root / "home")
         case = Case("asset", "", {}, args, 0, "", env=env or {})
         result = run_command(ctx, case)
         assert result.codes == [0], f"making an asset with `specgrad {' '.join(args)}` failed:\n{result.output}"
@@ -437,6 +441,7 @@ def base_project(ctx: Folders) -> None:
     """The project every case starts from, the folders beside it, and the outside files no case may print."""
     for sub in ("project", "outside", "home", "tmp"):
         (ctx.root / sub).mkdir(parents=True, exist_ok=True)
+    give_cache_key(ctx.root / "home")
     p = ctx.project
     (p / "tiny.yaml").write_text(TINY)
     (p / "table.yaml").write_text(TABLE)
@@ -444,6 +449,13 @@ def base_project(ctx: Folders) -> None:
     _write_examples(p / "x.npy")
     shutil.copy2(ctx.assets.path("w"), p / "w.safetensors")
     write_secrets(ctx.outside)
+
+
+def give_cache_key(home: Path) -> None:
+    """The session's kernel cache key, where specgrad reads it with this HOME (0600 in a 0700 folder)."""
+    (folder := home / ".config" / "specgrad").mkdir(mode=0o700, parents=True, exist_ok=True)
+    (key := folder / "cache-secret").write_bytes(CACHE_KEY)
+    key.chmod(0o600)
 
 
 def write_secrets(folder: Path) -> None:

@@ -447,6 +447,8 @@ def test_null_turns_an_optional_value_off_but_not_a_required_one() -> None:
     ("'a\\\\b'", "holds '\\\\', a path separator"), ('"a\\0b"', "holds '\\x00'"), ("''", "is empty"),
     ("'..'", "starts with '.'"), (".hidden", "starts with '.'"), ("-rf", "starts with '-'"), ("my model", "holds ' '"),
     ("x" * 101, "is 101 characters long, over 100"),
+    ("\U0001d400" * 60, "is 240 bytes long in UTF-8 (60 characters, some of several bytes), over 239 (a file system "
+     "takes 255 bytes in a name, and a sweep folder adds '-sweep-<n>')"),
 ])  # fmt: skip
 def test_name_must_be_one_plain_folder_name(tmp_path: Path, name: str, why: str) -> None:
     got = problems_of(tmp_path, GOOD.replace("name: tiny", f"name: {name}"))
@@ -456,7 +458,7 @@ def test_name_must_be_one_plain_folder_name(tmp_path: Path, name: str, why: str)
 
 
 def test_plain_names_are_fine(tmp_path: Path) -> None:
-    for name in ("digits-mlp", "_v1.2", "café_2", "x" * 100, "'3.10'"):
+    for name in ("digits-mlp", "_v1.2", "café_2", "x" * 100, "'3.10'", "é" * 100, "\U0001d400" * 59):
         (tmp_path / "s.yaml").write_text(GOOD.replace("name: tiny", f"name: {name}"))
         validate_file(tmp_path / "s.yaml")
 
