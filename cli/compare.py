@@ -9,12 +9,14 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 from specgrad.cli.errors import check_output_option
 
 from specgrad.helpers import atomic_write
-from specgrad.modelspec.errors import SpecError, printable
-from specgrad.train.compare import Run, curves_png, differences, read_run, shown
+from specgrad.modelspec.errors import SpecError, label, printable
+from specgrad.train.compare import MAX_LINES, MAX_METRICS, Run, curves_png, differences, plotted, read_run, shown
+from specgrad.train.plots import MAX_PANELS
 
 MAX_COLUMNS = 6  # NOTE: differing keys shown as table columns; more go into a table of their own
 
@@ -29,10 +31,16 @@ def compare(folders: list[Path], as_json: bool, plot: Path | None) -> None:
         seen[real] = f
     runs = [read_run(f) for f in folders]
     for r in runs:
+        log = printable(str(r.folder / "metrics.jsonl"))
         if r.skipped:
-            lines = ", ".join(map(str, r.skipped[:5])) + (", ..." if len(r.skipped) > 5 else "")
-            typer.echo(f"note: {printable(str(r.folder / 'metrics.jsonl'))}: line{'s' * (len(r.skipped) > 1)} {lines} "
-                       "could not be read (cut short or damaged) and are left out", err=True)  # fmt: skip
+            lines = ", ".join(map(str, r.skipped[:5])) + (", ..." if r.skipped_count > 5 else "")
+            typer.echo(f"note: {log}: line{'s' * (r.skipped_count > 1)} {lines} could not be read (cut short or "
+                       "damaged) and are left out", err=True)  # fmt: skip
+        if r.metrics_left_out:
+            typer.echo(f"note: {log} names more than {MAX_METRICS} metrics: the first {MAX_METRICS} are shown",
+                       err=True)  # fmt: skip
+    if plot is not None:
+        plot_notes(runs)
     diff = differences([r.spec for r in runs])
     png = curves_png(runs, labels(runs, diff)) if plot is not None else None
     if plot is not None and png is None:
@@ -49,6 +57,17 @@ def compare(folders: list[Path], as_json: bool, plot: Path | None) -> None:
         console.print(f"wrote {printable(str(plot))}")
 
 
+def plot_notes(runs: list[Run]) -> None:
+    """What the plot leaves out (it is bounded in panels, runs and points before it is drawn), said once."""
+    _, left_out = plotted(runs)
+    if left_out:
+        shown_names = ", ".join(printable(n) for n in left_out[:5]) + (", ..." if len(left_out) > 5 else "")
+        typer.echo(f"note: the plot has {MAX_PANELS} panels at most: {len(left_out)} curves are left out of it "
+                   f"({shown_names}); they are in the table", err=True)  # fmt: skip
+    if len(runs) > MAX_LINES:
+        typer.echo(f"note: the plot draws the first {MAX_LINES} of the {len(runs)} runs", err=True)
+
+
 def labels(runs: list[Run], diff: dict[str, list]) -> list[str]:
     """Each run's name in a legend: its folder and, when few keys differ, their values."""
     shown_keys = list(diff)[:3]
@@ -57,26 +76,33 @@ def labels(runs: list[Run], diff: dict[str, list]) -> list[str]:
 
 def print_table(console: Console, runs: list[Run], diff: dict[str, list]) -> None:
     """One row per run, in the given order: the differing spec keys (up to MAX_COLUMNS as columns), epochs, the last
-    training loss, the last validation metrics, the best watched metric and its epoch, and the test figures."""
+    training loss, the last validation metrics, the best watched metric and its epoch, and the test figures. Names and
+    values from the run folders are plain text (_cell), never rich markup."""
     keys = list(diff)[:MAX_COLUMNS] if len(diff) <= MAX_COLUMNS else []
     finals = list(dict.fromkeys(k for r in runs for k in r.final))
     tests = list(dict.fromkeys(k for r in runs for k in r.test))
-    table = Table("run", *keys, "epochs", "train loss", *(f"valid {k}" for k in finals), "best (epoch)",
-                  *(f"test {k}" for k in tests))  # fmt: skip
+    headers = ["run", *keys, "epochs", "train loss", *(f"valid {k}" for k in finals), "best (epoch)",
+               *(f"test {k}" for k in tests)]  # fmt: skip
+    table = Table(*(Column(header=_cell(h)) for h in headers))
     for i, r in enumerate(runs):
         state = "" if r.finished else " (unfinished)"
         best = f"{r.metric} {_num(r.best)} ({r.best_epoch})" if r.best is not None else "-"
-        table.add_row(printable(r.folder.name) + state, *(printable(shown(diff[k][i])) for k in keys),
-                      str(r.epochs), _num(r.train_loss), *(_num(r.final.get(k)) for k in finals), best,
+        table.add_row(_cell(r.folder.name + state), *(_cell(shown(diff[k][i])) for k in keys), str(r.epochs),
+                      _num(r.train_loss), *(_num(r.final.get(k)) for k in finals), _cell(best),
                       *(_num(r.test.get(k)) for k in tests))  # fmt: skip
     console.print(table)
     if len(diff) > MAX_COLUMNS:
-        by_key = Table("spec key", *(printable(r.folder.name) for r in runs), title="spec keys that differ")
+        by_key = Table("spec key", *(Column(header=_cell(r.folder.name)) for r in runs), title="spec keys that differ")
         for k, values in diff.items():
-            by_key.add_row(printable(k), *(printable(shown(v)) for v in values))
+            by_key.add_row(_cell(k), *(_cell(shown(v)) for v in values))
         console.print(by_key)
     elif not diff and len(runs) > 1:
         console.print("(the runs' specs are the same)")
+
+
+def _cell(text: str) -> Text:
+    """Text from a run folder (a metric or folder name, a spec value) as a table shows it: escaped, not markup."""
+    return Text(label(text, None))
 
 
 def _num(v: float | None) -> str:

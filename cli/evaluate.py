@@ -16,17 +16,18 @@ from typing import Any
 import numpy as np
 import typer
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 from specgrad.cli.run import load_model, spec_and_weights
 
 from specgrad import Tensor
 from specgrad.device import Device
 from specgrad.helpers import atomic_write
-from specgrad.modelspec.errors import SpecError, printable
+from specgrad.modelspec.errors import SpecError, label, printable
 from specgrad.modelspec.validate import ValidSpec
 from specgrad.train.data import Dataset, eval_batches, fields, load_data
 from specgrad.train.evaluation import classification, language, regression
-from specgrad.train.plots import panels, png
+from specgrad.train.plots import panels, plain, png
 
 SPLITS = {"validation": ("valid", "valid_split"), "test": ("test", "test_split")}  # --split -> (held, data key)
 MAX_CONFUSION = 20  # NOTE: classes beyond this make the text table unreadable; the JSON and the PNG have them all
@@ -59,13 +60,13 @@ def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device
         typer.echo(json.dumps({**document, "written": [str(p) for p in written]}, indent=2))
         return
     console = Console(width=120)
-    what = f"examples of {split}" if test_file else f"{split} examples"
+    what = f"examples of {printable(split)}" if test_file else f"{split} examples"
     where = f"{printable(str(spec_path))}: {len(data.x_valid)} {what}"
-    console.print(f"{where}, weights {printable(str(weights))}")
+    console.print(f"{where}, weights {printable(str(weights))}", markup=False)  # NOTE: a path's '[' is no markup
     for name, report in reports.items():
         _print(console, name if len(reports) > 1 else None, report)
     if written:
-        console.print("wrote " + ", ".join(printable(str(p)) for p in written))
+        console.print("wrote " + ", ".join(printable(str(p)) for p in written), markup=False)
     else:
         console.print("(a spec file, not a run folder: nothing written; give the run folder to keep the figures)")
 
@@ -128,7 +129,7 @@ def _confusion_png(reports: dict[str, dict[str, Any]]) -> bytes | None:
         return None
     fig, axes = made
     for ax, (name, report) in zip(axes, reports.items()):
-        matrix, names = np.array(report["confusion"]), [c["name"] for c in report["classes"]]
+        matrix, names = np.array(report["confusion"]), [plain(label(str(c["name"]), None)) for c in report["classes"]]
         image = ax.imshow(matrix, cmap="Blues")
         ax.set_title(f"{name}: accuracy {report['accuracy']:.4f}")
         ax.set_xlabel("predicted")
@@ -158,7 +159,7 @@ def _print(console: Console, name: str | None, report: dict[str, Any]) -> None:
         if len(report["targets"]) > 1:
             table = Table("target", "MAE", "RMSE", "R^2")
             for t in report["targets"]:
-                table.add_row(printable(t["name"]), _num(t["mae"]), _num(t["rmse"]), _num(t["r2"]))
+                table.add_row(Text(label(str(t["name"]))), _num(t["mae"]), _num(t["rmse"]), _num(t["r2"]))
             console.print(table)
         return
     top = f", top-{report['top_k']['k']} {_num(report['top_k']['accuracy'])}" if "top_k" in report else ""
@@ -167,13 +168,14 @@ def _print(console: Console, name: str | None, report: dict[str, Any]) -> None:
                   f"recall {_num(macro['recall'])}, F1 {_num(macro['f1'])}")  # fmt: skip
     table = Table("class", "precision", "recall", "F1", "support")
     for c in report["classes"]:
-        table.add_row(printable(c["name"]), _num(c["precision"]), _num(c["recall"]), _num(c["f1"]), str(c["support"]))
+        table.add_row(Text(label(str(c["name"]))), _num(c["precision"]), _num(c["recall"]), _num(c["f1"]),
+                      str(c["support"]))  # fmt: skip
     console.print(table)
-    names = [printable(c["name"]) for c in report["classes"]]
+    names = [Text(label(str(c["name"]))) for c in report["classes"]]  # NOTE: Text: a class '[bold]x' is not markup
     if len(names) > MAX_CONFUSION:
         console.print(f"(the confusion matrix of {len(names)} classes is in the JSON)")
         return
-    matrix = Table("true \\ predicted", *names, title="confusion matrix")
+    matrix = Table("true \\ predicted", *[Column(header=n) for n in names], title="confusion matrix")
     for row_name, row in zip(names, report["confusion"]):
         matrix.add_row(row_name, *[str(v) for v in row])
     console.print(matrix)

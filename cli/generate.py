@@ -5,8 +5,10 @@ source: char_gpt and the zoo's character models), one character at a time throug
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import typer
 from specgrad.cli.run import load_model, spec_and_weights
 
@@ -15,7 +17,7 @@ from specgrad.modelspec.builder import Model
 from specgrad.modelspec.decode import Decoder, NotStepwise
 from specgrad.modelspec.errors import SpecError, excerpt, printable
 from specgrad.modelspec.validate import ValidSpec
-from specgrad.train.generation import CachedGenerator, Generator, WindowGenerator
+from specgrad.train.generation import CachedGenerator, Generator, NonFiniteScores, WindowGenerator
 
 MAX_TOKENS = 100_000  # NOTE: characters one command generates (each step runs the model once)
 
@@ -45,6 +47,19 @@ def generate(spec_path: Path, weights: Path | None, prompt: str, tokens: int, te
     model, _ = load_model(spec, weights)
     generator = _generator(spec, model, context, codes)
     stream = generator.generate(codes, tokens, temperature, top_k, seed)
+    try:
+        with np.errstate(all="ignore"):  # NOTE: an overflow is said in words (NonFiniteScores), not as a warning
+            _write(stream, prompt, tokens, temperature, top_k, seed, weights, generator, as_json)
+    except NonFiniteScores as e:
+        if not as_json:
+            typer.echo("")  # NOTE: the error on a line of its own, after the text written so far
+        raise SpecError.at(None, str(e), "its weights overflow float32 on this text: generate from the weights of a "
+                           "finished run") from None  # fmt: skip
+
+
+def _write(stream: Iterator[int], prompt: str, tokens: int, temperature: float, top_k: int | None, seed: int,
+           weights: Path, generator: Generator, as_json: bool) -> None:  # fmt: skip
+    """The characters as they come (escaped), or with `as_json` the whole text in one JSON object."""
     if as_json:
         text = "".join(map(chr, stream))
         decoding = "cached" if isinstance(generator, CachedGenerator) else "window"

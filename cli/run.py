@@ -1,7 +1,8 @@
 """`specgrad run SPEC --weights W --input X`: a trained model's predictions for the examples in a .npy, .csv or .json
 file (or one .png, .jpg or .jpeg image, for a model trained on an images source), printed (as text or JSON) or
 written to a .npy, .csv or .json file. Every problem with the spec, the weights or the examples is an error, exit 1
-(cli/errors.py gives the other codes); NaN or infinity in an example is one too, unless --allow-nonfinite."""
+(cli/errors.py gives the other codes); NaN or infinity in an example, in it once standardized, or in an output is one
+too, unless --allow-nonfinite."""
 
 from __future__ import annotations
 
@@ -23,11 +24,18 @@ from specgrad import Device, Tensor
 from specgrad.flags import MAX_FILE_MB
 from specgrad.helpers import atomic_write, prod
 from specgrad.modelspec.builder import Model, build_model
-from specgrad.modelspec.contract import ContractError, RunContract, contract_from_meta
+from specgrad.modelspec.contract import ContractError, RunContract, contract_from_meta, spec_task
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import MIB, check_regular, read_data
 from specgrad.modelspec.validate import ValidSpec, is_float, validate_file
-from specgrad.nn.state import SafetensorsError, StateMismatch, load_state_dict, safe_load, safe_load_metadata
+from specgrad.nn.state import (
+    NonFinite,
+    SafetensorsError,
+    StateMismatch,
+    load_state_dict,
+    safe_load,
+    safe_load_metadata,
+)
 from specgrad.train.data import (
     IMAGE_MODES,
     IMAGE_SUFFIXES,
@@ -64,8 +72,11 @@ def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | 
     if named(spec):
         run_named(spec, model, contract, input_path, output, as_json, allow_nonfinite)
         return
-    x = prepare(read_examples(input_path, spec, contract, allow_nonfinite), spec, contract, input_path)
-    out = to_result(contract, predict(model, x))
+    x = prepare(read_examples(input_path, spec, contract, allow_nonfinite), spec, contract, input_path,
+                allow_nonfinite=allow_nonfinite)  # fmt: skip
+    with np.errstate(all="ignore"):  # NOTE: an overflow is found below and said in words, never as a RuntimeWarning
+        out = to_result(contract, predict(model, x))
+    check_outputs(out, allow_nonfinite)
     if output is None:
         report(contract, out, as_json)
         return
@@ -105,6 +116,10 @@ def load_model(spec: ValidSpec, weights: Path) -> tuple[Model, dict[str, str]]:
         state = _model_tensors(weights, meta)
     except OSError as e:
         raise SpecError.at(None, f"cannot read the weights {weights}: {e.strerror}") from None
+    except NonFinite as e:
+        raise SpecError.at(None, str(e), "training stops when its loss is no longer finite, so these weights were "
+                           "not written by it as they are: pass the model.safetensors of a finished run"
+                           ) from None  # fmt: skip
     except SafetensorsError as e:
         raise unusable(e, None, "the file may be truncated or not a weights file: train again, or pass the "
                        "model.safetensors of a finished run") from None  # fmt: skip
@@ -141,9 +156,9 @@ def named_file(path: Path, option: str, hint: str | None = None) -> None:
 
 def served_meta(spec: ValidSpec, meta: dict[str, str]) -> dict[str, str]:
     """The weights' metadata, with the task guessed from the spec when it does not name one (weights another tool
-    wrote): text data is a language model, digits or spirals without a target a classifier, other data a regression;
-    a model with several outputs takes each output's task from its loss in train.losses (cross_entropy: classify),
-    or, without them, gives its outputs as they are."""
+    wrote): the task training gives the spec (its loss says: mse a regression, cross_entropy a language model on text
+    data, else a classifier), a regression for a spec without data; a model with several outputs takes each output's
+    task from its loss in train.losses (cross_entropy: classify), or, without them, gives its outputs as they are."""
     if meta.get("task"):
         return meta
     if len(spec.inputs) > 1 or len(spec.outputs) > 1:
@@ -152,11 +167,7 @@ def served_meta(spec: ValidSpec, meta: dict[str, str]) -> dict[str, str]:
         tasks = {o: {"task": "classify" if loss == "cross_entropy" else "regress"} for o, (loss, _) in
                  spec.losses.items()}  # fmt: skip
         return {**meta, "task": "multi", "outputs": json.dumps(tasks)}
-    data = spec.values.get("data") or {}
-    if data.get("source") == "text":
-        return {**meta, "task": "language"}
-    classify = data.get("source") in ("digits", "spirals") and data.get("target") is None
-    return {**meta, "task": "classify" if classify else "regress"}
+    return {**meta, "task": spec_task(spec) or "regress"}
 
 
 def read_contract(spec: ValidSpec, meta: dict[str, str], weights: Path) -> RunContract:
@@ -338,21 +349,63 @@ READERS: dict[str, Callable[[bytes, Path, ValidSpec, RunContract, bool], np.ndar
 # *** what the model is given ***
 
 
-def prepare(x: np.ndarray, spec: ValidSpec, contract: RunContract, path: Path, name: str | None = None
-            ) -> np.ndarray:  # fmt: skip
-    """Float inputs standardized with the training statistics in the weights; token ids checked and cast. `name`
-    picks the input of a model with several (its statistics are contract.inputs[name])."""
+def prepare(x: np.ndarray, spec: ValidSpec, contract: RunContract, path: Path, name: str | None = None,
+            allow_nonfinite: bool = False) -> np.ndarray:  # fmt: skip
+    """Float inputs standardized with the training statistics in the weights (a value that is finite as given but not
+    once standardized and cast is refused, as NaN in the input is); token ids checked and cast. `name` picks the
+    input of a model with several (its statistics are contract.inputs[name])."""
     name = name or next(iter(spec.inputs))
     dtype = spec.inputs[name][1]
     if not is_float(dtype):
         return _tokens(x, spec, name, dtype, path)
-    if contract.task == "multi":
-        return standardize(x, contract.inputs.get(name, {})).astype(dtype)
+    stats = contract.inputs.get(name, {}) if contract.task == "multi" else contract.norm
     data = spec.values.get("data") or {}
-    if data.get("source") == "digits" and x.max() > 1.5:
+    if contract.task != "multi" and data.get("source") == "digits" and x.max() > 1.5:
         typer.echo(f"warning: the model was trained on digits with pixel values 0..1 (the bundled images divided by "
                    f"16); {path} has values up to {x.max():g}", err=True)  # fmt: skip
-    return standardize(x, contract.norm).astype(dtype)
+    with np.errstate(all="ignore"):  # NOTE: an overflow is found below and said in words, never as a RuntimeWarning
+        ret = standardize(x, stats).astype(dtype)
+    _check_standardized(x, ret, stats, path, allow_nonfinite)
+    return ret
+
+
+def _check_standardized(x: np.ndarray, ret: np.ndarray, stats: dict[str, np.ndarray], path: Path,
+                        allow_nonfinite: bool) -> None:  # fmt: skip
+    """A value of `x` that is finite, but infinite (or NaN) once standardized and cast to the model's dtype: near the
+    float32 limit, or beyond it in a .json or .csv (read as float64). Values already NaN in `x` were said before."""
+    bad = np.argwhere(~np.isfinite(ret) & np.isfinite(x))
+    if not len(bad):
+        return
+    i = tuple(int(v) for v in bad[0])
+    found = (f"{path}: {_where(i)} is {x[i]:g}, which is infinite once standardized (x - mean) / std and cast to "
+             f"{ret.dtype} ({plural(len(bad), 'value')} like it)")  # fmt: skip
+    if allow_nonfinite:
+        typer.echo(f"warning: {found}; running them as given (--allow-nonfinite): their outputs may be NaN", err=True)
+        return
+    trained = ""
+    if stats:
+        mean, std = (np.broadcast_to(stats[k], x.shape[1:])[i[1:]] for k in ("mean", "std"))
+        trained = f"the model was trained on values with mean {mean:.4g} and std {std:.4g} there: "
+    raise SpecError.at(None, found, f"{trained}check the example's units, or leave it out; or pass --allow-nonfinite "
+                       "to run it anyway")  # fmt: skip
+
+
+def check_outputs(out: np.ndarray, allow_nonfinite: bool, what: str = "output") -> None:
+    """No NaN or infinity reaches an output with exit 0: the first is an error naming its example and position (the
+    inputs were finite, so the weights overflowed float32 on it), or with `allow_nonfinite` a warning."""
+    bad = np.argwhere(~np.isfinite(out)) if out.dtype.kind == "f" else []
+    if not len(bad):
+        return
+    i = tuple(int(v) for v in bad[0])
+    kind = "NaN" if np.isnan(out[i]) else "infinity"
+    found = (f"the model's {what} for example {i[0]} is not finite ({kind} at position {list(i[1:])}; "
+             f"{plural(len(bad), 'value')} NaN or infinite)")  # fmt: skip
+    if allow_nonfinite:
+        typer.echo(f"warning: {found}; reported as it is (--allow-nonfinite)", err=True)
+        return
+    raise SpecError.at(None, found, "the model overflowed float32 on it: check the example's units (values far from "
+                       "those it was trained on), or the weights; or pass --allow-nonfinite to report it "
+                       "anyway")  # fmt: skip
 
 
 def _tokens(x: np.ndarray, spec: ValidSpec, name: str, dtype: str, path: Path) -> np.ndarray:
@@ -458,11 +511,15 @@ def run_named(spec: ValidSpec, model: Model, contract: RunContract, input_path: 
               as_json: bool, allow_nonfinite: bool) -> None:  # fmt: skip
     """Examples from a .npz (an array per input, named after it) or a .json object (input name -> examples); every
     output reported per example, or written to a .npz (an array per output) or a .json object (output -> values)."""
-    xs = [prepare(x, spec, contract, input_path, k) for k, x in read_named(input_path, spec, allow_nonfinite).items()]
-    raw = [[t.numpy() for t in model.outputs(*[Tensor(x[i : i + CHUNK]) for x in xs])]
-           for i in range(0, len(xs[0]), CHUNK)]  # fmt: skip
+    xs = [prepare(x, spec, contract, Path(f"{input_path}[{k}]"), k, allow_nonfinite)
+          for k, x in read_named(input_path, spec, allow_nonfinite).items()]  # fmt: skip
     heads = {o: contract.heads.get(o, RunContract()) for o in spec.outputs}
-    outs = {o: to_result(heads[o], np.concatenate([r[k] for r in raw])) for k, o in enumerate(spec.outputs)}
+    with np.errstate(all="ignore"):  # NOTE: an overflow is found below and said in words, never as a RuntimeWarning
+        raw = [[t.numpy() for t in model.outputs(*[Tensor(x[i : i + CHUNK]) for x in xs])]
+               for i in range(0, len(xs[0]), CHUNK)]  # fmt: skip
+        outs = {o: to_result(heads[o], np.concatenate([r[k] for r in raw])) for k, o in enumerate(spec.outputs)}
+    for o, y in outs.items():
+        check_outputs(y, allow_nonfinite, f"output {o}")
     if output is not None:
         if output.suffix.lower() == ".npz":
             buf = io.BytesIO()

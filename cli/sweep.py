@@ -7,15 +7,22 @@ folder, or resumes it), so one that crashes stops nothing else. Locally, K trial
 one per core up to the number of trials) with THREADS = cores // K each, so the CPU is never oversubscribed; with
 --backend ray the same processes run as Ray tasks of that many CPUs each, on a local Ray instance or the cluster at
 --address. Thread counts do not change results (the THREADS flag), so either backend gives the same bits.
+
+The sweep folder may be someone else's: its logs, state and trial folders are reached through train.folder_io (never
+through a link, never a FIFO), checked before any trial starts; a Ray address is tried before anything is made.
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import io
 import json
 import os
+import re
 import signal
+import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -26,32 +33,41 @@ from typing import Any
 
 import typer
 from rich.console import Console
-from specgrad.cli.compare import print_table
+from specgrad.cli.compare import plot_notes, print_table
 from specgrad.cli.errors import handled
 from specgrad.cli.train import train
 
 from specgrad.flags import MAX_FILE_MB, SPEC_ALLOW_OUTSIDE, SPEC_ROOT
-from specgrad.helpers import atomic_write
-from specgrad.modelspec.errors import Problem, SpecError, printable
+from specgrad.helpers import DeviceUnavailable
+from specgrad.modelspec.errors import Problem, SpecError, excerpt, printable
 from specgrad.modelspec.validate import ValidSpec, validate_file
 from specgrad.runtime.ops_clang import cores
-from specgrad.train.compare import curves_png, differences
-from specgrad.train.run_folder import RESOLVED, locked, new_run_folder, spec_file
+from specgrad.train.compare import MAX_METRICS, curves_png, differences
+from specgrad.train.folder_io import REMOVE_HINT, entry_kind, folder_of, open_append_in, read_tail_in, write_in
+from specgrad.train.run_folder import LOCK, RESOLVED, RUN_FILES, locked, new_run_folder, spec_file
 from specgrad.train.sweep import (
     INTERRUPTED,
+    LOGS,
+    MAX_ERROR,
     Plan,
     Trial,
+    is_compute_device,
+    is_failure,
     parse_grid,
     plan_trials,
     read_results,
     record_result,
+    spec_digest,
     state,
     summary,
     summary_csv,
 )
 
-LOGS = "logs"  # NOTE: each trial's output, beside its run folder (the folder is made by the trial's own process)
 PARENT = "SPECGRAD_TRIAL_PARENT"  # NOTE: the pid that started a trial's process, which it must not outlive
+RAY_TIMEOUT_S = 10  # NOTE: a cluster that does not accept a connection in this long is not there
+RAY_ADDRESS = re.compile(r"(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
+LOG_TAIL = 64 << 10  # NOTE: bytes of a failed trial's log read for its error (its last words)
+NAME_MAX = 255  # NOTE: bytes of one file name on Linux's and macOS's file systems
 
 
 def sweep(spec_path: Path | None, grid: list[str], random: int | None, seed: int, overrides: list[str],
@@ -63,14 +79,17 @@ def sweep(spec_path: Path | None, grid: list[str], random: int | None, seed: int
         if spec_path is not None or grid or overrides or random is not None or epochs or steps or out is not None:
             raise SpecError.at(None, "--resume continues a sweep exactly as it was planned (its sweep.json)",
                                "leave out the spec, --grid, --set, --random, --epochs, --steps and --out")  # fmt: skip
-        folder, plan = resume, Plan.read(resume)
-        _validate(Path(plan.spec), plan.overrides, plan.trials)  # NOTE: the plan is a file anyone could have edited
-    else:
-        if spec_path is None:
-            raise SpecError.at(None, "name a spec to sweep, or a sweep folder to continue with --resume SWEEP_DIR")
-        folder, plan = _start(spec_path, grid, random, seed, overrides, epochs, steps, device, out)
-    with locked(folder):
-        _run(folder, plan, backend, address, parallel)
+    elif spec_path is None:
+        raise SpecError.at(None, "name a spec to sweep, or a sweep folder to continue with --resume SWEEP_DIR")
+    with _backend(backend, address):  # NOTE: a cluster that is not there is said before a sweep folder is made
+        if resume is not None:
+            folder, plan = resume, Plan.read(resume)
+            _validate(Path(plan.spec), plan.overrides, plan.trials)
+        else:
+            folder, plan = _start(spec_path, grid, random, seed, overrides, epochs, steps, device, out)
+        _check_folder(folder, plan)
+        with locked(folder):
+            _run(folder, plan, backend, parallel)
 
 
 def _start(spec_path: Path, grid_texts: list[str], random: int | None, seed: int, overrides: list[str],
@@ -80,14 +99,28 @@ def _start(spec_path: Path, grid_texts: list[str], random: int | None, seed: int
     folder and its plan."""
     if not grid_texts:
         raise SpecError.at(None, "a sweep needs at least one --grid key=value1,value2")
+    _check_device(device)
     grid = parse_grid(grid_texts)
     trials = plan_trials(grid, random, seed)
     path = spec_file(spec_path)
     spec = _validate(path, overrides, trials)
-    folder = new_run_folder(out or Path("runs"), f"{spec.values['name']}-sweep")
-    plan = Plan(str(path.resolve()), overrides, epochs, steps, device, grid, random, seed, trials)
+    name = spec.values["name"]
+    if len(f"{name}-sweep-999999".encode()) > NAME_MAX:
+        raise SpecError.at(None, f"the spec's name is {len(name.encode()):,} bytes long: its sweep folder "
+                           f"(<name>-sweep-<n>) would have a longer name than a file system allows ({NAME_MAX} bytes)",
+                           "shorten the name, for example with --set name=short")  # fmt: skip
+    digest = spec_digest(str(path), "SPEC")
+    folder = new_run_folder(out or Path("runs"), f"{name}-sweep")
+    plan = Plan(str(path.resolve()), digest, overrides, epochs, steps, device, grid, random, seed, trials)
     plan.write(folder)
     return folder, plan
+
+
+def _check_device(device: str | None) -> None:
+    """--device names a device to train on, before anything is made (sweep.json is checked for one when resumed; the
+    command line bounds --seed, --epochs and --steps)."""
+    if device is not None and not is_compute_device(device):
+        raise DeviceUnavailable(f"--device {excerpt(device, 64)} is not a device to train on: use CPU, CLANG or GPU")
 
 
 def _validate(path: Path, overrides: list[str], trials: list[Trial]) -> ValidSpec:
@@ -106,46 +139,146 @@ def _validate(path: Path, overrides: list[str], trials: list[Trial]) -> ValidSpe
     return spec
 
 
-def _run(folder: Path, plan: Plan, backend: str, address: str | None, parallel: int | None) -> None:
-    results = read_results(folder)
+def _check_folder(folder: Path, plan: Plan) -> None:
+    """The sweep folder's own entries are what a sweep makes there: .lock a file, logs/ a folder (made here, inside
+    the sweep folder), each trial's log a file. A link, FIFO, folder or file in their place is refused before any
+    trial starts: a log is appended to, and nothing outside the sweep folder may be written through it."""
+    _expect(folder, LOCK, "file")
+    _expect(folder, LOGS, "folder")
+    with folder_of(folder, f"{LOGS}/-", create=True):
+        pass  # NOTE: logs/ made, or found to be a folder of the sweep folder
+    for trial in plan.trials:
+        _expect(folder, f"{LOGS}/{trial.name}.log", "file")
+
+
+def _expect(folder: Path, rel: str, wanted: str) -> None:
+    """`folder/rel` is missing or `wanted` ("file" or "folder"), never followed; anything else is a SpecError."""
+    kind = entry_kind(folder, rel)
+    if kind in ("missing", wanted) or not kind.startswith(("a ", "file", "folder")):
+        return  # NOTE: what cannot be looked at (no permission) is said by the step that needs it, with its errno
+    shown = {"file": "a regular file", "folder": "a folder"}
+    raise SpecError.at(None, f"{folder / rel} is {shown.get(kind, kind)}, not {shown[wanted]}", REMOVE_HINT)
+
+
+# *** the backend ***
+
+
+@contextlib.contextmanager
+def _backend(backend: str, address: str | None) -> Iterator[None]:
+    """Ray connected to (or started) for --backend ray, before anything is planned or made: a cluster that does not
+    answer, or ray not installed, is an environment error with no sweep folder left behind."""
+    if backend != "ray":
+        yield
+        return
+    if address is not None:
+        check_answers(address)
+    if importlib.util.find_spec("ray") is None:
+        raise ImportError("--backend ray needs ray, which is not installed: pip install 'specgrad[ray]', or use "
+                          "--backend local", name="ray")  # fmt: skip
+    import ray
+
+    started_here = not ray.is_initialized()
+    if started_here:
+        kw: dict[str, Any] = {"address": address} if address else {"num_cpus": cores()}
+        try:
+            ray.init(**kw, include_dashboard=False, log_to_driver=False, configure_logging=False)
+        except (ConnectionError, TimeoutError) as e:
+            raise DeviceUnavailable(f"cannot connect to the Ray cluster at {address}: {excerpt(str(e), 200)}\n"
+                                    f"  hint: {RAY_HINT}") from None  # fmt: skip
+    try:
+        yield
+    finally:
+        if started_here:
+            ray.shutdown()
+
+
+RAY_HINT = "start it (`ray start --head` on its first node), check --address, or use --backend local"
+
+
+def check_answers(address: str) -> None:
+    """A Ray address where something accepts a connection within RAY_TIMEOUT_S: HOST:PORT or ray://HOST:PORT (auto
+    and local are Ray's own look-ups of a cluster on this machine). Ray itself waits a minute or more for a cluster
+    that is not there."""
+    if address in ("auto", "local"):
+        return
+    m = RAY_ADDRESS.fullmatch(address)
+    if m is None or not 0 < int(m[2]) < 65536:
+        raise typer.BadParameter(f"{excerpt(address, 80)} is not a Ray address: write HOST:PORT, ray://HOST:PORT or "
+                                 "auto", param_hint="--address")  # fmt: skip
+    try:
+        socket.create_connection((m[1].strip("[]"), int(m[2])), timeout=RAY_TIMEOUT_S).close()
+    except OSError as e:
+        if isinstance(e, TimeoutError):
+            why = f"no answer within {RAY_TIMEOUT_S} s"
+        else:
+            why = "its host name is not known" if isinstance(e, socket.gaierror) else (e.strerror or str(e)).lower()
+        raise DeviceUnavailable(f"the Ray cluster at {address} does not answer ({why})\n  hint: {RAY_HINT}") from None
+
+
+# *** running the trials ***
+
+
+def _run(folder: Path, plan: Plan, backend: str, parallel: int | None) -> None:
+    results = read_results(folder, plan)
     todo = [t for t in plan.trials if state(folder, t, results) == "to do"]
     at_once = max(1, min(parallel or cores(), len(todo) or 1))
     threads = max(1, cores() // at_once)
     done = len(plan.trials) - len(todo)
-    typer.echo(f"sweep {folder}: {len(plan.trials)} trials ({done} done before), {at_once} at once with "
-               f"{threads} thread{'s' * (threads > 1)} each, on {backend}")  # fmt: skip
-    (folder / LOGS).mkdir(exist_ok=True)
+    typer.echo(printable(f"sweep {folder}: {len(plan.trials)} trials ({done} done before), {at_once} at once with "
+                         f"{threads} thread{'s' * (threads > 1)} each, on {backend}"))  # fmt: skip
+    refused: list[str] = []
 
-    def ended(trial: Trial, code: int) -> None:
-        """How a trial's process ended, recorded and said (called from this thread only: one results.json writer)."""
-        error = _error(folder, trial) if code > 0 and code != INTERRUPTED else ""
-        record_result(folder, results, trial, code, error)
-        typer.echo(f"{trial.name} ({', '.join(trial.overrides)}): {_outcome(code, error)}")
+    def ended(trial: Trial, outcome: int | str) -> None:
+        """How a trial's process ended, recorded and said (called from this thread only: one results.json writer);
+        a text is why it could not start (its log could not be opened), and it stays to do."""
+        said = printable(f"{trial.name} ({', '.join(trial.overrides)})")
+        if isinstance(outcome, str):
+            refused.append(trial.name)
+            typer.echo(f"{said}: not started: {printable(outcome)}", err=True)
+            return
+        error = _error(folder, trial) if is_failure(outcome) else ""
+        record_result(folder, results, trial, outcome, error)
+        typer.echo(f"{said}: {printable(_outcome(outcome, error))}")
 
     runner = _ray if backend == "ray" else _local
-    interrupted = runner(folder, todo, at_once, threads, address, ended)
-    _write_summary(folder, plan)
+    interrupted = runner(folder, todo, at_once, threads, ended)
+    _write_summary(folder, plan, results)
     if interrupted:
-        typer.echo(f"interrupted; continue with\n  specgrad sweep --resume {folder}", err=True)
+        typer.echo(printable(f"interrupted; continue with\n  specgrad sweep --resume {folder}"), err=True)
         raise typer.Exit(INTERRUPTED)
+    if refused:
+        names = ", ".join(refused[:5]) + ", ..." * (len(refused) > 5)
+        raise SpecError.at(None, f"{len(refused)} trial{'s' * (len(refused) > 1)} did not start ({names}): said above",
+                           f"fix what is said, then continue with specgrad sweep --resume {folder}")  # fmt: skip
 
 
 def _outcome(code: int, error: str) -> str:
     if code == 0:
         return "finished"
-    if code == INTERRUPTED or code < 0:
+    if not is_failure(code):
         return "interrupted (sweep --resume continues it)"
     return f"failed (exit code {code}): {error}"
 
 
 def _error(folder: Path, trial: Trial) -> str:
-    """What a failed trial said: its errors and hints (else its last lines)."""
+    """What a failed trial said: its error and hint lines, the last words of its log (the trial's process prints
+    nothing after them); no other line of the log is kept."""
+    rel = f"{LOGS}/{trial.name}.log"
     try:
-        lines = (folder / LOGS / f"{trial.name}.log").read_text(errors="replace").strip().splitlines()
-    except OSError:
-        return ""
-    starts = [i for i, line in enumerate(lines) if line.startswith("error:") or ": error: " in line]
-    return " ".join(line.strip() for line in lines[starts[0] if starts else -3 :])[:500]
+        lines = read_tail_in(folder, rel, LOG_TAIL).decode(errors="replace").splitlines()
+    except SpecError as e:
+        return f"its log could not be read: {e.problems[0].message}"[:MAX_ERROR]
+    except OSError as e:
+        return f"its log could not be read: {(e.strerror or str(e)).lower()}"[:MAX_ERROR]
+    starts = [i for i, line in enumerate(lines) if _is_error(line)]
+    if not starts:
+        return f"it printed no error: see {rel}"
+    said = [line.strip() for line in lines[starts[0] :] if _is_error(line) or line.lstrip().startswith("hint:")]
+    return " ".join(said)[:MAX_ERROR]
+
+
+def _is_error(line: str) -> bool:
+    return line.startswith("error:") or ": error: " in line
 
 
 def _command(folder: Path, trial: Trial, threads: int) -> tuple[list[str], dict[str, str]]:
@@ -157,10 +290,16 @@ def _command(folder: Path, trial: Trial, threads: int) -> tuple[list[str], dict[
     return [sys.executable, "-m", "specgrad.cli.sweep", str(folder.resolve()), trial.name], env
 
 
-def run_trial_process(command: list[str], env: dict[str, str], log: str, cwd: str,
-                      started: Callable[[subprocess.Popen], None] | None = None) -> int:  # fmt: skip
-    """Run one trial's process with its output appended to `log`; its exit code (negative: killed by a signal)."""
-    with open(log, "ab") as out:
+def run_trial_process(command: list[str], env: dict[str, str], folder: str, log: str, cwd: str,
+                      started: Callable[[subprocess.Popen], None] | None = None) -> int | str:  # fmt: skip
+    """Run one trial's process with its output appended to `log` in the sweep folder (never through a link, never into
+    a FIFO); its exit code (negative: killed by a signal), or, when the log cannot be opened so, why (the trial did
+    not start; a text, which crosses to a Ray driver as well as an exit code does)."""
+    try:
+        fd = open_append_in(Path(folder), log)
+    except (SpecError, OSError) as e:
+        return str(e)
+    with os.fdopen(fd, "ab") as out:
         process = subprocess.Popen(command, env={**env, PARENT: str(os.getpid())}, cwd=cwd, stdout=out,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)  # fmt: skip
         if started is not None:
@@ -180,20 +319,20 @@ def _die_with_parent() -> None:
         sys.exit(INTERRUPTED)
 
 
-def _local(folder: Path, todo: list[Trial], at_once: int, threads: int, address: str | None,
-           ended: Callable[[Trial, int], None]) -> bool:  # fmt: skip
+def _local(folder: Path, todo: list[Trial], at_once: int, threads: int,
+           ended: Callable[[Trial, int | str], None]) -> bool:  # fmt: skip
     """Trials as processes of this machine, `at_once` at a time; Ctrl-C stops them (each saves its state)."""
     live: set[subprocess.Popen] = set()
     lock = threading.Lock()
 
-    def run(trial: Trial) -> int:
+    def run(trial: Trial) -> int | str:
         command, env = _command(folder, trial, threads)
 
         def started(p: subprocess.Popen) -> None:
             with lock:
                 live.add(p)
 
-        return run_trial_process(command, env, str(folder / LOGS / f"{trial.name}.log"), os.getcwd(), started)
+        return run_trial_process(command, env, str(folder), f"{LOGS}/{trial.name}.log", os.getcwd(), started)
 
     pool = ThreadPoolExecutor(at_once)
     futures: dict[Future, Trial] = {pool.submit(run, t): t for t in todo}
@@ -219,19 +358,12 @@ def _local(folder: Path, todo: list[Trial], at_once: int, threads: int, address:
     return False
 
 
-def _ray(folder: Path, todo: list[Trial], at_once: int, threads: int, address: str | None,
-         ended: Callable[[Trial, int], None]) -> bool:  # fmt: skip
-    """Trials as Ray tasks of `threads` CPUs each, at most `at_once` at a time: on a local Ray instance, or on the
-    cluster at `address` (the sweep folder, the spec and its data must be at the same paths on every node)."""
-    try:
-        import ray
-    except ImportError:
-        raise SpecError.at(None, "--backend ray needs ray, which is not installed",
-                           "pip install 'specgrad[ray]', or use --backend local") from None  # fmt: skip
-    started_here = not ray.is_initialized()
-    if started_here:
-        kw: dict[str, Any] = {"address": address} if address else {"num_cpus": cores()}
-        ray.init(**kw, include_dashboard=False, log_to_driver=False, configure_logging=False)
+def _ray(folder: Path, todo: list[Trial], at_once: int, threads: int,
+         ended: Callable[[Trial, int | str], None]) -> bool:  # fmt: skip
+    """Trials as Ray tasks of `threads` CPUs each, at most `at_once` at a time, on the Ray instance _backend connected
+    to (the sweep folder, the spec and its data must be at the same paths on every node)."""
+    import ray
+
     task = ray.remote(num_cpus=threads, max_retries=0)(run_trial_process)
     pending: dict[Any, Trial] = {}
     queue = list(todo)
@@ -240,8 +372,8 @@ def _ray(folder: Path, todo: list[Trial], at_once: int, threads: int, address: s
             while queue and len(pending) < at_once:
                 trial = queue.pop(0)
                 command, env = _command(folder, trial, threads)
-                log = str((folder / LOGS / f"{trial.name}.log").resolve())
-                pending[task.remote(command, env, log, os.getcwd())] = trial
+                log = f"{LOGS}/{trial.name}.log"
+                pending[task.remote(command, env, str(folder.resolve()), log, os.getcwd())] = trial
             (ready,), _ = ray.wait(list(pending), num_returns=1)
             ended(pending.pop(ready), ray.get(ready))
     except KeyboardInterrupt:
@@ -250,27 +382,29 @@ def _ray(folder: Path, todo: list[Trial], at_once: int, threads: int, address: s
         for trial in pending.values():
             ended(trial, INTERRUPTED)
         return True
-    finally:
-        if started_here:
-            ray.shutdown()
     return False
 
 
-def _write_summary(folder: Path, plan: Plan) -> None:
+def _write_summary(folder: Path, plan: Plan, results: dict[str, dict[str, Any]]) -> None:
     """summary.json and summary.csv (every trial, best first), summary.txt (the compare table of the finished
     trials), compare.png (their curves, with matplotlib); the table printed."""
-    rows, runs = summary(folder, plan)
-    atomic_write(folder / "summary.json", (json.dumps({"trials": rows}, indent=2) + "\n").encode())
-    atomic_write(folder / "summary.csv", summary_csv(rows, list(plan.grid)).encode())
+    rows, runs = summary(folder, plan, results)
+    write_in(folder, "summary.json", (json.dumps({"trials": rows}, indent=2) + "\n").encode())
+    write_in(folder, "summary.csv", summary_csv(rows, list(plan.grid)).encode())
     if runs:
         text = io.StringIO()
         print_table(Console(file=text, width=160), runs, differences([r.spec for r in runs]))
-        atomic_write(folder / "summary.txt", text.getvalue().encode())
+        write_in(folder, "summary.txt", text.getvalue().encode())
         typer.echo(text.getvalue(), nl=False)
+        for run in runs:
+            if run.metrics_left_out:  # NOTE: compare keeps MAX_METRICS names a run: thousands would be gigabytes
+                typer.echo(printable(f"note: {run.folder / 'metrics.jsonl'} names more than {MAX_METRICS} metrics: "
+                                     f"the first {MAX_METRICS} are summed up"), err=True)  # fmt: skip
+        plot_notes(runs)
         values = {r["trial"]: ", ".join(f"{k}={v}" for k, v in r["overrides"].items()) for r in rows}
         png = curves_png(runs, [f"{r.folder.name} {values[r.folder.name]}" for r in runs])
         if png is not None:
-            atomic_write(folder / "compare.png", png)
+            write_in(folder, "compare.png", png)
     counts = {s: sum(r["state"] == s for r in rows) for s in ("finished", "failed", "to do")}
     typer.echo(f"{counts['finished']} finished, {counts['failed']} failed, {counts['to do']} not finished; best first "
                f"in {printable(str(folder / 'summary.csv'))}")  # fmt: skip
@@ -296,20 +430,39 @@ def trial_main(folder: Path, name: str) -> None:
         trial = next((t for t in plan.trials if t.name == name), None)
         if trial is None:
             raise SpecError.at(None, f"{folder} has no trial {name}")
-        run = folder / name
-        if os.path.lexists(run) and (run.is_symlink() or not run.is_dir()):
-            raise SpecError.at(None, f"{run} is not a folder: a trial's run folder is in its place",
+        run, kind = folder / name, entry_kind(folder, name)
+        if kind not in ("missing", "folder"):
+            what = "a regular file" if kind == "file" else kind
+            raise SpecError.at(None, f"{run} is not a folder but {what}: a trial's run folder belongs in its place",
                                f"remove {run}, then resume the sweep")  # fmt: skip
-        if (run / RESOLVED).exists():
-            train(None, [], plan.device, None, None, None, resume=run)
-        else:
-            if run.exists():  # NOTE: made, then stopped before its spec was written: only a lock or temp files
-                for leftover in run.iterdir():
-                    if leftover.name.startswith(".") and leftover.is_file() and not leftover.is_symlink():
-                        leftover.unlink()
-                run.rmdir()
-            train(Path(plan.spec), [*plan.overrides, *trial.overrides], plan.device, None, plan.epochs, plan.steps,
-                  folder=run)  # fmt: skip
+        if kind == "folder" and entry_kind(folder, f"{name}/{RESOLVED}") != "missing":
+            train(None, [], plan.device, None, None, None, resume=run)  # NOTE: the run folder's reading checks the rest
+            return
+        if kind == "folder":
+            _clear_unstarted(folder, name)
+        train(Path(plan.spec), [*plan.overrides, *trial.overrides], plan.device, None, plan.epochs, plan.steps,
+              folder=run)  # fmt: skip
+
+
+def _clear_unstarted(folder: Path, name: str) -> None:
+    """A trial's folder made, then stopped before its spec was written, holds only its lock and temporary files: they
+    and the folder are removed, so the trial starts afresh. Anything else there is not the sweep's to remove."""
+    run, temps = folder / name, tuple(f".{f}." for f in RUN_FILES)
+    with folder_of(folder, f"{name}/-") as fd:
+        entries = os.listdir(fd)
+        ours = [n for n in entries if (n == LOCK or n.startswith(temps)) and _is_file(fd, n)]
+        if others := sorted(set(entries) - set(ours)):
+            raise SpecError.at(None, f"{run} holds {len(others):,} entr{'ies' if len(others) > 1 else 'y'} (such as "
+                               f"'{excerpt(others[0], 60)}') but no {RESOLVED}: it is not a run folder this sweep "
+                               "started", f"move or remove {run}, then resume the sweep")  # fmt: skip
+        for n in ours:
+            os.unlink(n, dir_fd=fd)
+    with folder_of(folder, name) as fd:
+        os.rmdir(name, dir_fd=fd)
+
+
+def _is_file(dir_fd: int, name: str) -> bool:
+    return stat.S_ISREG(os.lstat(name, dir_fd=dir_fd).st_mode)
 
 
 if __name__ == "__main__":

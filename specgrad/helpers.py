@@ -255,8 +255,8 @@ def append_file(path: str | os.PathLike, data: bytes) -> None:
     try:
         fd = os.open(path, flags, 0o666)
     except OSError as e:
-        with contextlib.suppress(FileNotFoundError):
-            check_regular_output(path, os.lstat(path))  # NOTE: a link (ELOOP) or a pipe without a reader (ENXIO) said as such
+        with contextlib.suppress(FileNotFoundError):  # NOTE: a link (ELOOP) or a pipe without a reader (ENXIO) said so
+            check_regular_output(path, os.lstat(path))
         raise WriteError(path, e.strerror or str(e), e.errno) from None
     try:
         check_regular_output(path, os.fstat(fd))

@@ -6,11 +6,14 @@ each float input, and gives each output as `logits` and `probabilities` (classif
 
 A model with one input and one output gets `<name>_forward(const float* input, float* logits, ...)`; one with several
 gets a parameter per input (`in_<input>`) and per output (`out_<output>_logits`, ..., or `out_<output>`), in the
-spec's order, with a size macro for each (`<name>_in_<input>_SIZE`).
+spec's order, with a size macro for each (`<name>_in_<input>_SIZE`). <name> is the spec's name in C's letters
+(c_identifier: `2layer` is `model_2layer`), so every valid name compiles.
 
 The runner (-DSPECGRAD_MAIN) reads each example as its inputs' numbers in order, and prints each output's
-probabilities, prediction or values on one line, in order. It checks its input: junk, NaN or infinity, or an example
-cut short ends it with a message and exit code 1, never with numbers printed for it.
+probabilities, prediction or values on one line, in order. It checks its input: junk (a NUL byte inside a number, a
+comma-separated line), NaN or infinity, a value infinite once standardized, or an example cut short ends it with a
+message (the token's bytes escaped) and exit code 1, never with numbers printed for it; so does an output that is
+not finite. The forward function itself checks nothing: a caller of it checks what it passes and gets.
 
 Imports the public API (Tensor, TinyJit, Device), modelspec (builder, contract, errors, validate); kernel sources come
 from the captured runners, never from driving codegen.
@@ -40,21 +43,35 @@ RUNNER = """
 #include <float.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 /* Reads examples from stdin as whitespace-separated numbers ({name}_IN_SIZE per example: {layout}) and prints each
-   example's {printed} on one line ({name}_OUT_SIZE numbers). Input that is not what an input holds (a word, NaN or
-   infinity, a value out of its type's range, an example cut short) ends it with a message on stderr and exit code 1,
-   before that example is run; examples and values are counted from 0, as `specgrad run` counts them. */
+   example's {printed} on one line ({name}_OUT_SIZE numbers). Input that is not what an input holds (a word, a NUL
+   byte, NaN or infinity, a value out of its type's range or one that is infinite once standardized, an example cut
+   short) ends it with a message on stderr and exit code 1, before that example is printed, and so does an output
+   that is not finite; examples and values are counted from 0, as `specgrad run` counts them. */
 static char token[64];
+static int token_len;
 static int read_token(void) {{
   int c, n = 0;
   while ((c = getchar()) != EOF && isspace(c)) {{}}
   for (; c != EOF && !isspace(c); c = getchar(), n++)
     if (n < (int)sizeof token - 1) token[n] = (char)c;
-  token[n < (int)sizeof token - 1 ? n : (int)sizeof token - 1] = 0;
+  token_len = n < (int)sizeof token - 1 ? n : (int)sizeof token - 1;
+  token[token_len] = 0;
   return n;  /* 0 at the end of the input; sizeof token or more: too long for a number */
 }}
+/* The token as read, its bytes outside printable ASCII written \\xNN: no control character reaches the terminal. */
+static void put_token(void) {{
+  for (int i = 0; i < token_len; i++) {{
+    unsigned char c = (unsigned char)token[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\\\') fputc(c, stderr);
+    else fprintf(stderr, "\\\\x%02x", c);
+  }}
+}}
 static int bad_input(long example, int i, const char* what) {{
-  fprintf(stderr, "error: example %ld, value %d (counting from 0): '%s' %s\\n", example, i, token, what);
+  fprintf(stderr, "error: example %ld, value %d (counting from 0): '", example, i);
+  put_token();
+  fprintf(stderr, "' %s\\n", what);
   return 1;
 }}
 /* The example's value i into v: 0, or 1 after a message, or -1 at the end of the input before an example. */
@@ -71,8 +88,11 @@ static int read_value(long example, int i, double* v) {{
     return 1;
   }}
   if (n >= (int)sizeof token) return bad_input(example, i, "(cut short) is too long for a number");
+  if ((int)strlen(token) != token_len) return bad_input(example, i, "holds a NUL byte, so it is not a number");
   char* end;
   *v = strtod(token, &end);
+  if ((end == token || *end != 0) && strchr(token, ','))
+    return bad_input(example, i, "is not a number (separate the values with spaces or newlines, not commas)");
   if (end == token || *end != 0) return bad_input(example, i, "is not a number");
   if (!isfinite(*v)) return bad_input(example, i, "is not a finite number");
   return 0;
@@ -86,7 +106,7 @@ int main(void) {{
 {arrays}
   for (long example = 0;; example++) {{
     int at = 0, r;
-    double v;
+    double v = 0;
 {reads}
     {name}_forward({args});
 {prints}
@@ -103,6 +123,20 @@ READ = """    for (int i = 0; i < {size}; i++, at++) {{
     }}"""
 
 PRINT = "    for (int i = 0; i < {size}; i++) printf({first}, (double){param}[i]);"
+
+STANDARDIZED = """    for (int i = 0; i < {size}; i++)
+      if (!isfinite({fed}[i])) {{
+        fprintf(stderr, "error: example %ld, value %d (counting from 0): %g is infinite once standardized "
+                "(x - mean) / std with the training statistics\\n", example, {at} + i, (double){param}[i]);
+        return 1;
+      }}"""
+
+FINITE = """    for (int i = 0; i < {size}; i++)
+      if (!isfinite({param}[i])) {{
+        fprintf(stderr, "error: example %ld: the model's output is not finite (value %d of {param} is %g): its "
+                "weights overflow float32 on this example\\n", example, i, (double){param}[i]);
+        return 1;
+      }}"""
 
 SOFTMAX = """
 /* The softmax of each row, in double precision as `specgrad run` computes it. */
@@ -165,7 +199,7 @@ def export_c(spec: ValidSpec, model: Model, c_path: Path, meta: dict[str, str] |
     Device["CLANG"]  # NOTE: the export is made of CLANG kernels: fail early, with the reason, without a compiler
     contract = contract_from_meta(spec, meta)
     items, in_bufs, out_bufs = _capture(spec, model)
-    name = re.sub(r"\W", "_", str(spec.values["name"])).strip("_") or "model"
+    name = c_identifier(str(spec.values["name"]))
     ins, outs = _ports(spec, contract, in_bufs, out_bufs)
     before, after, more = _around(spec, ins, outs)
     headers, kernels, arrays, calls = _kernels(items, ins, outs)
@@ -235,8 +269,17 @@ def _ports(spec: ValidSpec, contract: RunContract, in_bufs: list[Buffer], out_bu
     return ins, outs
 
 
+def c_identifier(name: str) -> str:
+    """The model's name as the prefix of its C names (<name>_forward, <name>_IN_SIZE): every character but an ASCII
+    letter, digit or '_' becomes '_', leading and trailing '_' go, a name that starts with a digit gets 'model_' in
+    front (2layer: model_2layer_forward), and one left empty is 'model'. So any valid spec name compiles."""
+    ret = _c_name(name).strip("_") or "model"
+    return f"model_{ret}" if ret[0].isdigit() else ret
+
+
 def _c_name(name: str) -> str:
-    return re.sub(r"\W", "_", name)
+    """A name in C's letters: each character but an ASCII letter, digit or '_' becomes '_'."""
+    return re.sub(r"[^A-Za-z0-9_]", "_", name)
 
 
 def _unique(names: list[str]) -> list[str]:
@@ -378,6 +421,10 @@ def _runner(name: str, ins: list[_Input], outs: list[_Output]) -> str:
     arrays += [f"  static {_ctype(o.buf)} {p}[{max(o.buf.size, 1)}];" for o in outs for p in o.params]
     reads = [READ.format(size=i.buf.size, param=i.param, ctype=_ctype(i.buf), out_of_range=cond, range_message=says)
              for i in ins for cond, says in [_input_check(i)]]  # fmt: skip
+    starts = np.cumsum([0] + [i.buf.size for i in ins])
+    checks = [STANDARDIZED.format(size=i.buf.size, fed=i.fed, at=int(at), param=i.param)
+              for i, at in zip(ins, starts) if i.norm]  # fmt: skip
+    checks += [FINITE.format(size=o.buf.size, param=o.printed) for o in outs if _ctype(o.buf) in ("float", "double")]
     prints = [PRINT.format(size=o.buf.size, param=o.printed, first='i ? " %.9g" : "%.9g"' if k == 0 else '" %.9g"')
               for k, o in enumerate(outs)]  # fmt: skip
     several = len(ins) > 1 or len(outs) > 1
@@ -385,4 +432,4 @@ def _runner(name: str, ins: list[_Input], outs: list[_Output]) -> str:
     printed = ", ".join(f"{o.printed} ({o.buf.size})" for o in outs) if several else outs[0].printed
     return RUNNER.format(name=name, layout=layout, printed=printed, arrays="\n".join(arrays), reads="\n".join(reads),
                          args=", ".join([i.param for i in ins] + [p for o in outs for p in o.params]),
-                         prints="\n".join(prints))  # fmt: skip
+                         prints="\n".join(checks + prints))  # fmt: skip

@@ -16,10 +16,13 @@ from typing import Any
 import numpy as np
 
 from specgrad.helpers import prod
+from specgrad.modelspec.errors import excerpt
 from specgrad.modelspec.validate import ENCODINGS, ValidSpec, is_float
 
 TASKS = ("classify", "regress", "language", "multi")  # NOTE: multi: several inputs or outputs, a contract per output
 OUTPUTS = {"classify": ("logits", "probabilities"), "language": ("logits", "probabilities"), "regress": ("prediction",)}
+TRAINS = {"classify": "a classifier", "regress": "a regression", "language": "a language model"}
+TINY = float(np.finfo(np.float32).tiny)  # NOTE: the smallest normal float32; training never writes a smaller std
 
 
 class ContractError(ValueError):
@@ -136,9 +139,13 @@ def contract_from_meta(spec: ValidSpec, meta: dict[str, str] | None) -> RunContr
     task = meta["task"]
     if task not in TASKS:
         raise ContractError(f"the weights' metadata names the task '{task[:40]}'; the exports know {', '.join(TASKS)}")
+    several = len(spec.inputs) > 1 or len(spec.outputs) > 1
+    if task == "multi" and not several:
+        raise ContractError(f"the weights' task is multi (a model with several inputs or outputs), but {spec.path} "
+                            "has one input and one output")  # fmt: skip
     if task == "multi":
         return _named_contract(spec, meta)
-    if len(spec.inputs) != 1 or len(spec.outputs) != 1:
+    if several:
         raise ContractError(f"a {task} export needs one input and one output, but {spec.path} has inputs "
                             f"{', '.join(spec.inputs)} and outputs {', '.join(spec.outputs)}")  # fmt: skip
     ((in_shape, dtype),) = spec.inputs.values()
@@ -148,7 +155,34 @@ def contract_from_meta(spec: ValidSpec, meta: dict[str, str] | None) -> RunContr
         raise ContractError(f"the weights' columns give {columns.explain()}, but the model's input is {list(in_shape)} "
                             f"of {dtype}")  # fmt: skip
     head = _head(task, spec.output_shape(spec.outputs[0]), meta, "")
+    _check_task(spec, task)
     return RunContract(task, norm, head.target, head.class_names, columns)
+
+
+def spec_task(spec: ValidSpec, output: str | None = None) -> str | None:
+    """The task training gives the output (the model's one output by default), from what the spec says: its loss
+    (mse: regress; cross_entropy: language on a text source, else classify), as training insists; None for a spec
+    without data, which trains nothing."""
+    if not (spec.values.get("data") or {}).get("source"):
+        return None
+    loss = spec.losses[output or spec.outputs[0]][0]
+    if loss == "mse":
+        return "regress"
+    return "language" if spec.values["data"].get("source") == "text" and output is None else "classify"
+
+
+def _check_task(spec: ValidSpec, task: str, output: str | None = None) -> None:
+    """The weights' task is the one training the spec gives (metadata that says language on a classifier would turn
+    its outputs into characters); a spec without data is taken at the weights' word."""
+    want = spec_task(spec, output)
+    if want is None or task == want:
+        return
+    loss = spec.losses[output or spec.outputs[0]][0]
+    source = spec.values["data"].get("source")
+    of = f" for the output {output}" if output else ""
+    how = f"train.losses.{output}.loss {loss}" if output and spec.values["train"]["losses"] else f"train.loss {loss}"
+    raise ContractError(f"the weights' task{of} is {task}, but {spec.path} trains {TRAINS[want]} ({how} on "
+                        f"{excerpt(str(source), 40)})")  # fmt: skip
 
 
 def _head(task: str, out_shape: tuple[int, ...], meta: dict[str, str], where: str) -> RunContract:
@@ -163,6 +197,9 @@ def _head(task: str, out_shape: tuple[int, ...], meta: dict[str, str], where: st
         if len(names) != out_shape[-1] or not all(isinstance(n, str) for n in names):
             raise ContractError(f"the weights' class_names{where} must be {out_shape[-1]} strings, one per output, "
                                 f"got {meta['class_names'][:80]}")  # fmt: skip
+        if twice := next((n for k, n in enumerate(names) if n in names[:k]), None):
+            raise ContractError(f"the weights' class_names{where} name '{excerpt(twice, 40)}' twice: training writes "
+                                "each class once")  # fmt: skip
     return RunContract(task, target=target, class_names=names)
 
 
@@ -183,6 +220,8 @@ def _named_contract(spec: ValidSpec, meta: dict[str, str]) -> RunContract:
     inputs = {k: _stats({k: json.dumps(v)}, k, spec.inputs[k][0], f" of the input {k}") for k, v in norms.items()}
     heads = {o: _head(outs[o]["task"], spec.output_shape(o), {k: json.dumps(v) for k, v in outs[o].items()},
                       f" of the output {o}") for o in spec.outputs}  # fmt: skip
+    for o in spec.outputs:
+        _check_task(spec, outs[o]["task"], o)
     return RunContract("multi", inputs=inputs, heads=heads)
 
 
@@ -201,14 +240,32 @@ def _stats(meta: dict[str, str], key: str, shape: tuple[int, ...], where: str = 
     if not stats:
         return {}
     try:
-        ret = {
-            k: np.ascontiguousarray(np.broadcast_to(np.asarray(stats[k], np.float32), shape)) for k in ("mean", "std")
-        }
+        with np.errstate(over="ignore"):  # NOTE: a value past float32 is infinity, refused in words by _check_stats
+            ret = {k: np.ascontiguousarray(np.broadcast_to(np.asarray(stats[k], np.float32), shape))
+                   for k in ("mean", "std")}  # fmt: skip
     except (KeyError, ValueError, TypeError) as e:
         raise ContractError(f"the weights' {key}{where} ({meta[key][:80]}) does not fit the shape {list(shape)}: "
                             f"{type(e).__name__} {e}") from None  # fmt: skip
-    if not (np.isfinite(ret["mean"]).all() and np.isfinite(ret["std"]).all() and (ret["std"] > 0).all()):
-        # NOTE: training writes finite means and positive stds; anything else would make every output NaN or infinite
-        raise ContractError(f"the weights' {key}{where} ({meta[key][:80]}) has a mean or std that is not a finite "
-                            "number, or a std that is not positive")  # fmt: skip
+    _check_stats(ret, f"the weights' {key}{where}", standardizes=key != "target_normalization")
     return ret
+
+
+def _check_stats(stats: dict[str, np.ndarray], what: str, standardizes: bool) -> None:
+    """What training writes: a finite mean, a std that is a normal positive float32 (the training split's, 1 where it
+    is 0), and for an input (`standardizes`) a mean and std that keep a value near 0 finite once standardized. Anything
+    else (NaN, 0, a subnormal 1e-40) would make outputs NaN or infinite; the first bad element is named."""
+    mean, std = stats["mean"], stats["std"]
+
+    def at(mask: np.ndarray) -> str:
+        return str([int(i) for i in np.unravel_index(int(np.argmax(mask)), mask.shape)])
+
+    if (bad := ~np.isfinite(mean)).any():
+        raise ContractError(f"{what}: mean {at(bad)} is {mean[bad][0]:.4g}, not a finite number")
+    if (bad := ~(std >= TINY) | ~np.isfinite(std)).any():
+        raise ContractError(f"{what}: std {at(bad)} is {std[bad][0]:.4g}, not a normal positive float32 (training "
+                            f"writes the training split's std, from {TINY:.4g} up, or 1 where it is 0)")  # fmt: skip
+    with np.errstate(all="ignore"):
+        bad = ~np.isfinite(-mean / std)
+    if standardizes and bad.any():
+        raise ContractError(f"{what}: mean {at(bad)} is {mean[bad][0]:.4g} with std {std[bad][0]:.4g}: a value "
+                            "near 0 is infinite once standardized, which training never writes")  # fmt: skip

@@ -204,7 +204,8 @@ def init_tensors(init: YNode, spec: str, names: dict[str, tuple[Step, str, Shape
     mapped = given is not None and bool(given.value)
     pairs = {k: str(v.value) for k, v in given.value.items()} if mapped else None
     try:
-        loaded = safe_load(path, keys=list(pairs.values()) if pairs is not None else None)
+        # NOTE: finite=False: NaN is refused below, with the map's place and after the cast to float32
+        loaded = safe_load(path, keys=list(pairs.values()) if pairs is not None else None, finite=False)
     except SafetensorsError as e:
         raise SpecError.at(src.loc, f"init.from: cannot read {src.value}: {e}") from None
     pairs = pairs if pairs is not None else {k: k for k in loaded}

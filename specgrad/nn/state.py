@@ -4,7 +4,8 @@ A model is a plain Python object; its state is every Tensor reachable through at
 named by the path to it ("layers.0.weight"). Files are written through the safetensors library and read by the parser
 here, which checks the whole header before any tensor is made, over the file mapped on the DISK device. Every file
 safe_save writes carries a sha256 of each tensor in its metadata (CHECKSUM_KEY), and loading a tensor onto a compute
-device checks it: a changed bit is a ChecksumMismatch naming the file. A file that cannot be used is a SafetensorsError
+device checks it: a changed bit is a ChecksumMismatch naming the file; NaN or infinity in a floating-point tensor
+is a NonFinite naming the tensor, checksums or not. A file that cannot be used is a SafetensorsError
 (a ValueError), a state that does not fit its model a StateMismatch: bad input, each its own type, so a caller can tell
 them from a bug. Imports device, dtype, flags, helpers, lazy, ops and tensor.
 """
@@ -41,6 +42,11 @@ class FileTooLarge(SafetensorsError):
 
 class ChecksumMismatch(SafetensorsError):
     """A tensor's bytes differ from the sha256 specgrad wrote beside them (or the checksums themselves are damaged)."""
+
+
+class NonFinite(SafetensorsError):
+    """A floating-point tensor holds NaN or infinity: what training never writes (it stops when the loss is not
+    finite), and what would make every output NaN; checked whether or not the file carries checksums."""
 
 
 class StateMismatch(ValueError):
@@ -95,12 +101,13 @@ def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]:
     return _Mapped(path).metadata
 
 
-def safe_load(path: str | os.PathLike, device: str | None = None, keys: Iterable[str] | None = None
-              ) -> dict[str, Tensor]:  # fmt: skip
+def safe_load(path: str | os.PathLike, device: str | None = None, keys: Iterable[str] | None = None,
+              finite: bool = True) -> dict[str, Tensor]:  # fmt: skip
     """Read a safetensors file (written by specgrad, the safetensors library or PyTorch) into Tensors on `device`; only
     the tensors named in `keys` when given (the others' bytes are never read). On a compute device, the bytes read are
-    at most MAX_FILE_MB (else FileTooLarge) and each tensor is checked against the file's CHECKSUM_KEY (else
-    ChecksumMismatch; a file without one, written by another tool or an older specgrad, loads unchecked). With
+    at most MAX_FILE_MB (else FileTooLarge), each tensor is checked against the file's CHECKSUM_KEY (else
+    ChecksumMismatch; a file without one, written by another tool or an older specgrad, loads unchecked) and, with
+    `finite`, each floating-point tensor holds finite numbers only (else NonFinite, with or without checksums). With
     device="disk" the tensors stay in the file (mapped read-only): nothing is read, or checked, until a tensor is
     copied. A file that cannot be used is a SafetensorsError naming it."""
     f = _Mapped(path)
@@ -117,6 +124,8 @@ def safe_load(path: str | os.PathLike, device: str | None = None, keys: Iterable
         return {k: f.tensor(e) for k, e in entries.items()}
     f.check_size(entries.values())
     f.verify(entries.values())
+    if finite:
+        f.check_finite(entries.values())
     ret = {k: f.tensor(e).to(target) for k, e in entries.items()}
     Tensor.corealize(list(ret.values()))
     return ret
@@ -144,6 +153,7 @@ SAFETENSORS_DTYPES: dict[str, DType] = {
 }  # fmt: skip
 MAX_HEADER = 100_000_000  # bytes; the safetensors library's own limit
 MAX_DIMS = 64  # numpy's limit
+FINITE_CHUNK = 1 << 22  # NOTE: values checked for NaN at once: a 16 MiB float32 slice, a 4 MiB mask
 
 
 @dataclass(frozen=True)
@@ -205,6 +215,19 @@ class _Mapped:
             if tensor_sha256(e.dtype.name, e.shape, self.bytes(e)) != sums[e.name]:
                 raise ChecksumMismatch(f"{self.path} is damaged: tensor {_short(e.name)} does not match its checksum "
                                        "(its bytes changed after specgrad wrote them)")  # fmt: skip
+
+    def check_finite(self, entries: Iterable[SafeEntry]) -> None:
+        """Each floating-point tensor holds no NaN or infinity, read from the mapped file a chunk at a time (bounded
+        memory for a large tensor); the first tensor that does is named, with how many of its values."""
+        for e in entries:
+            if not dtypes.is_float(e.dtype):
+                continue
+            values = self.bytes(e).view(np.dtype(e.dtype.np).newbyteorder("<"))
+            bad = sum(int(np.count_nonzero(~np.isfinite(values[i : i + FINITE_CHUNK])))
+                      for i in range(0, values.size, FINITE_CHUNK))  # fmt: skip
+            if bad:
+                raise NonFinite(f"{self.path}: tensor {_short(e.name)} holds NaN or infinity ({bad:,} of its "
+                                f"{values.size:,} values), which training never writes")  # fmt: skip
 
 
 def parse_safetensors_header(path: str, data: np.ndarray) -> tuple[int, list[SafeEntry], dict[str, str]]:

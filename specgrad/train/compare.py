@@ -1,8 +1,10 @@
 """Runs side by side: each run folder's final and best validation metrics (from metrics.jsonl), its test figures when
 `specgrad evaluate --split test` wrote them, the spec keys whose values differ between runs (from the
 spec.resolved.yaml files, defaults included, files as absolute paths), and one plot of their curves. `specgrad
-compare` prints them; a sweep's summary is made of them. Reads run folders only (as a spec file is read: regular files
-of bounded size); writes nothing itself.
+compare` prints them; a sweep's summary is made of them. Reads run folders only, through train.folder_io (regular
+files inside the folder, never through a link, up to a cap); writes nothing itself. What it keeps is bounded whatever
+the files say: MAX_METRICS metric names a run, MAX_SKIPPED line numbers, and a plot of at most plots.MAX_PANELS
+panels, MAX_LINES runs and MAX_POINTS points a line.
 """
 
 from __future__ import annotations
@@ -15,12 +17,19 @@ from pathlib import Path
 from typing import Any
 
 from specgrad.modelspec.errors import SpecError, excerpt
-from specgrad.modelspec.files import read_data
 from specgrad.modelspec.validate import validate_file
-from specgrad.train.plots import panels, png
-from specgrad.train.run_folder import FINAL, PATH_KEYS, RESOLVED, is_run_folder
+from specgrad.train.folder_io import LOG_CAP, STATE_CAP, json_lines, parse_json, read_in, regular_file
+from specgrad.train.plots import MAX_PANELS, panels, plain, plottable, png
+from specgrad.train.run_folder import FINAL, METRICS, PATH_KEYS, RESOLVED, is_run_folder, resolved_spec_file
 
 HIGHER_IS_BETTER = ("accuracy",)  # NOTE: every other metric (loss) is better lower
+# NOTE: specgrad writes a loss (and an accuracy) per output and one total: a few names, not thousands
+MAX_METRICS = 64  # metric names kept per run, the first to appear (loss and accuracy come first); the rest left out
+MAX_SKIPPED = 100  # numbers of unreadable lines of metrics.jsonl kept (all are counted)
+MAX_LINES = 50  # runs drawn in a plot: the first given (a sweep's best)
+MAX_POINTS = 2000  # points of one line: a longer curve is thinned evenly, its first and last points kept
+BOOKKEEPING = ("split", "epoch", "step", "lr", "examples_per_s")
+COUNT = 1 << 62  # NOTE: epochs and steps specgrad counts stay far below this
 
 
 @dataclass
@@ -40,11 +49,14 @@ class Run:
     test: dict[str, float] = field(default_factory=dict)  # headline figures of evaluation-test.json, when written
     curves: dict[str, list[tuple[int, float]]] = field(default_factory=dict)  # "train loss", "valid loss", ... by epoch
     skipped: list[int] = field(default_factory=list)  # lines of metrics.jsonl that are not records (damaged, cut short)
+    skipped_count: int = 0  # all of them (skipped holds the first MAX_SKIPPED)
+    metrics_left_out: bool = False  # metrics.jsonl names more than MAX_METRICS metrics: the first are kept
 
     def as_json(self) -> dict[str, Any]:
         return {"run": str(self.folder), "finished": self.finished, "epochs": self.epochs, "steps": self.steps,
                 "metric": self.metric, "best": self.best, "best_epoch": self.best_epoch, "final": self.final,
-                "train_loss": self.train_loss, "test": self.test, "skipped_lines": self.skipped}  # fmt: skip
+                "train_loss": self.train_loss, "test": self.test, "skipped_lines": self.skipped,
+                "skipped_count": self.skipped_count, "metrics_left_out": self.metrics_left_out}  # fmt: skip
 
 
 def read_run(folder: Path) -> Run:
@@ -55,25 +67,15 @@ def read_run(folder: Path) -> Run:
         raise SpecError.at(None, f"{folder} is not a run folder (it has no {RESOLVED})",
                            "pass folders that `specgrad train` wrote, e.g. runs/<name>-1")  # fmt: skip
     # NOTE: validated, so that defaults left out of the file compare as their values (data files are not read)
-    spec = _with_real_paths(validate_file(folder / RESOLVED, data_files=False, init_file=False).values, folder)
-    records, skipped = _records(folder / "metrics.jsonl")
-    valid = [r for r in records if r["split"] == "valid"]
-    epochs = [r for r in records if r["split"] == "train_epoch"]
+    resolved = resolved_spec_file(folder)  # NOTE: a link there is refused before the loader could quote it
+    spec = _with_real_paths(validate_file(resolved, data_files=False, init_file=False).values, folder)
     metric = ((spec.get("train") or {}).get("early_stopping") or {}).get("metric", "loss")
-    if not any(metric in r for r in valid):
-        metric = "loss"
-    run = Run(folder, spec, (folder / FINAL).exists(), metric, max((r["epoch"] for r in epochs), default=0),
-              max((r["step"] for r in records), default=0), _metrics(valid[-1]) if valid else {},
-              _finite_or_none(epochs[-1].get("loss")) if epochs else None, test=_test_figures(folder),
-              skipped=skipped)  # fmt: skip
-    scored = [(r[metric], r["epoch"]) for r in valid if _finite(r.get(metric))]
-    if scored:
-        sign = -1 if metric in HIGHER_IS_BETTER else 1
-        run.best, run.best_epoch = min(scored, key=lambda t: (sign * t[0], t[1]))  # NOTE: the first of equal ones
-    for name in dict.fromkeys(k for r in valid for k in _metrics(r)):
-        run.curves[f"valid {name}"] = [(r["epoch"], r[name]) for r in valid if _finite(r.get(name))]
-    run.curves["train loss"] = [(r["epoch"], r["loss"]) for r in epochs if _finite(r.get("loss"))]
-    return run
+    log = _read_log(folder, metric)
+    metric = metric if metric in log.present else "loss"
+    best, best_epoch = log.best.get(metric, (None, None))
+    return Run(folder, spec, regular_file(folder, FINAL) is not None, metric, log.epochs, log.steps, log.final,
+               log.train_loss, best, best_epoch, _test_figures(folder), {k: c.points() for k, c in log.curves.items()},
+               log.skipped, log.skipped_count, log.left_out)  # fmt: skip
 
 
 def _with_real_paths(values: dict[str, Any], folder: Path) -> dict[str, Any]:
@@ -87,30 +89,95 @@ def _with_real_paths(values: dict[str, Any], folder: Path) -> dict[str, Any]:
     return values
 
 
-def _records(path: Path) -> tuple[list[dict[str, Any]], list[int]]:
-    """(metrics.jsonl's records with a split, an epoch and a step; the numbers of the lines that are not: cut short
-    by a crash, or damaged)."""
-    if not path.exists():
-        return [], []
-    raw = read_data(str(path), None, "metrics.jsonl")  # NOTE: at most MAX_FILE_MB, as every file a spec names
-    out, skipped = [], []
-    for n, line in enumerate(raw.splitlines(), 1):
-        try:
-            record = json.loads(line)
-        except (json.JSONDecodeError, UnicodeDecodeError):
-            record = None
-        if isinstance(record, dict) and isinstance(record.get("split"), str) and \
-                all(isinstance(record.get(k), int) for k in ("epoch", "step")):  # fmt: skip
-            out.append(record)
-        elif line.strip():
-            skipped.append(n)
-    return out, skipped
+class _Curve:
+    """The points of one curve as they come, in bounded memory: every `stride`-th point is kept, and when twice
+    MAX_POINTS are held every other one is dropped and the stride doubled (the last point is kept aside)."""
+
+    def __init__(self) -> None:
+        self.kept: list[tuple[int, float]] = []
+        self.stride, self.seen, self.last = 1, 0, None
+
+    def add(self, epoch: int, value: float) -> None:
+        if self.seen % self.stride == 0:
+            self.kept.append((epoch, value))
+            if len(self.kept) >= 2 * MAX_POINTS:
+                self.kept, self.stride = self.kept[::2], self.stride * 2
+        self.seen, self.last = self.seen + 1, (epoch, value)
+
+    def points(self) -> list[tuple[int, float]]:
+        return self.kept + ([self.last] if self.last is not None and self.kept[-1] != self.last else [])
 
 
-def _metrics(record: dict[str, Any]) -> dict[str, float | None]:
-    """A record's metric values (loss, accuracy, per-output ones; None where not finite), without its bookkeeping."""
-    return {k: _finite_or_none(v) for k, v in record.items() if k not in ("split", "epoch", "step", "lr",
-            "examples_per_s") and isinstance(v, (int, float)) and not isinstance(v, bool)}  # fmt: skip
+@dataclass
+class _Log:
+    """What compare keeps of metrics.jsonl, in memory bounded whatever its size: the last validation metrics (of at
+    most MAX_METRICS names in all), the best value and epoch of each watched metric, the curves (a _Curve each), the
+    epochs and the last step, and the lines that are not records."""
+
+    watched: tuple[str, ...]  # the metric that picks the best epoch, and the loss
+    names: dict[str, None] = field(default_factory=dict)  # the validation metrics kept, in the order they came
+    present: set[str] = field(default_factory=set)  # the watched metrics some validation record has
+    final: dict[str, float | None] = field(default_factory=dict)
+    best: dict[str, tuple[float, int]] = field(default_factory=dict)
+    curves: dict[str, _Curve] = field(default_factory=dict)
+    epochs: int = 0
+    steps: int = 0
+    train_loss: float | None = None
+    skipped: list[int] = field(default_factory=list)
+    skipped_count: int = 0
+    left_out: bool = False
+
+    def add_valid(self, epoch: int, record: dict[str, Any]) -> None:
+        self.final = {}
+        for k, v in _numbers(record).items():
+            if k not in self.names and len(self.names) < MAX_METRICS:
+                self.names[k] = None
+                self.curves[f"valid {k}"] = _Curve()
+            if k not in self.names:
+                self.left_out = True
+                continue
+            self.final[k] = v = _finite_or_none(v)
+            if v is not None:
+                self.curves[f"valid {k}"].add(epoch, v)
+        for k in self.watched:
+            self.present |= {k} & self.final.keys()
+            v, old, sign = self.final.get(k), self.best.get(k), -1 if k in HIGHER_IS_BETTER else 1
+            if v is not None and (old is None or (sign * v, epoch) < (sign * old[0], old[1])):
+                self.best[k] = (v, epoch)  # NOTE: the first of equal ones
+
+    def add_epoch(self, epoch: int, record: dict[str, Any]) -> None:
+        self.epochs, self.train_loss = max(self.epochs, epoch), _finite_or_none(record.get("loss"))
+        if self.train_loss is not None:
+            self.curves.setdefault("train loss", _Curve()).add(epoch, self.train_loss)
+
+
+def _read_log(folder: Path, metric: str) -> _Log:
+    """metrics.jsonl read as far as it goes: records with a split, an epoch and a step (counts); the numbers of the
+    lines that are not (cut short by a crash, or damaged). A link or FIFO in its place is refused by name."""
+    log = _Log((metric, "loss"))
+    for n, record in json_lines(read_in(folder, METRICS, LOG_CAP, missing_ok=True) or b""):
+        if not (isinstance(record, dict) and isinstance(record.get("split"), str) and
+                all(_is_count(record.get(k)) for k in ("epoch", "step"))):  # fmt: skip
+            log.skipped_count += 1
+            if len(log.skipped) < MAX_SKIPPED:
+                log.skipped.append(n)
+            continue
+        log.steps = max(log.steps, record["step"])
+        if record["split"] == "train_epoch":
+            log.add_epoch(record["epoch"], record)
+        elif record["split"] == "valid":
+            log.add_valid(record["epoch"], record)
+    return log
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < COUNT
+
+
+def _numbers(record: dict[str, Any]) -> dict[str, Any]:
+    """A record's numeric values, without its bookkeeping."""
+    return {k: v for k, v in record.items() if k not in BOOKKEEPING and isinstance(v, (int, float)) and
+            not isinstance(v, bool)}  # fmt: skip
 
 
 def _finite_or_none(v: Any) -> float | None:
@@ -123,19 +190,22 @@ def _finite(v: Any) -> bool:
 
 
 def _test_figures(folder: Path) -> dict[str, float]:
-    """The headline figures of the test split (accuracy, RMSE, perplexity) per output, when evaluate wrote them."""
-    path = folder / "evaluation-test.json"
-    if not path.exists():
+    """The headline figures of the test split (accuracy, RMSE, perplexity) per output, when evaluate wrote them (at
+    most MAX_METRICS)."""
+    report_file = "evaluation-test.json"
+    data = read_in(folder, report_file, STATE_CAP, missing_ok=True)  # NOTE: a link or FIFO there is refused by name
+    if data is None:
         return {}
     try:
-        outputs = json.loads(read_data(str(path), None, "evaluation-test.json")).get("outputs") or {}
-    except (SpecError, json.JSONDecodeError, UnicodeDecodeError, AttributeError):
+        doc = parse_json(data, folder / report_file)
+    except SpecError:
         return {}  # NOTE: a damaged report is left out, never a reason to stop comparing
-    figures = {}
+    outputs = doc.get("outputs") if isinstance(doc, dict) else None
+    figures: dict[str, float] = {}
     for name, report in outputs.items() if isinstance(outputs, dict) else ():
         prefix = f"{name}." if len(outputs) > 1 else ""
         for key in ("accuracy", "rmse", "perplexity"):
-            if isinstance(report, dict) and _finite(report.get(key)):
+            if isinstance(report, dict) and _finite(report.get(key)) and len(figures) < MAX_METRICS:
                 figures[f"{prefix}{key}"] = report[key]
     return figures
 
@@ -190,10 +260,27 @@ def ranked(runs: list[Run]) -> list[Run]:
 # *** the plot ***
 
 
-def curves_png(runs: list[Run], labels: list[str]) -> bytes | None:
-    """One figure: a panel per validation metric (and the training loss), a line per run; None without matplotlib."""
+def plotted(runs: list[Run]) -> tuple[list[str], list[str]]:
+    """(the curves the plot draws, a panel each, in order: the validation metrics, the validation loss first, then the
+    training loss; those left out past plots.MAX_PANELS, the validation and training loss kept)."""
     names = list(dict.fromkeys(n for r in runs for n in r.curves if r.curves[n]))
-    names = sorted(names, key=lambda n: (not n.startswith("valid"), n != "valid loss", n))
+    chosen = sorted(names, key=lambda n: (n != "valid loss", n != "train loss", n))[:MAX_PANELS]
+    order = sorted(chosen, key=lambda n: (not n.startswith("valid"), n != "valid loss", n))
+    return order, [n for n in names if n not in chosen]
+
+
+def thinned(points: list[tuple[int, float]], most: int = MAX_POINTS) -> list[tuple[int, float]]:
+    """At most `most` of the points, evenly spaced, the first and the last among them."""
+    if len(points) <= most:
+        return points
+    return [points[round(i * (len(points) - 1) / (most - 1))] for i in range(most)]
+
+
+def curves_png(runs: list[Run], labels: list[str]) -> bytes | None:
+    """One figure: a panel per validation metric (and the training loss), a line per run; None without matplotlib.
+    Bounded before anything is drawn: plotted's panels, the first MAX_LINES runs, MAX_POINTS points a line."""
+    names, _ = plotted(runs)
+    runs, labels = runs[:MAX_LINES], labels[:MAX_LINES]
     made = panels(max(1, len(names)), 5.5, 4.2)
     if made is None:
         return None
@@ -201,16 +288,17 @@ def curves_png(runs: list[Run], labels: list[str]) -> bytes | None:
 
     fig, axes = made
     for ax, name in zip(axes, names):
+        values = []
         for run, label in zip(runs, labels):
-            points = run.curves.get(name) or []
+            points = thinned([(e, v) for e, v in run.curves.get(name) or [] if plottable(v)])
+            values += [v for _, v in points]
             if points:
-                ax.plot([e for e, _ in points], [v for _, v in points], marker=".", label=label)
-        values = [v for r in runs for _, v in r.curves.get(name) or []]
+                ax.plot([e for e, _ in points], [v for _, v in points], marker=".", label=plain(label))
         if name.endswith("loss") and values and min(values) > 0 and max(values) > 100 * min(values):
             ax.set_yscale("log")  # NOTE: runs far apart, or a loss falling by orders of magnitude
-        ax.set_title(name)
+        ax.set_title(plain(name))
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if names:
+    if axes[0].get_legend_handles_labels()[0]:  # NOTE: no line drawn (nothing plottable): no legend, no warning
         axes[0].legend(fontsize=7)
     return png(fig)

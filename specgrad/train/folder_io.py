@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import io
 import json
 import os
 import stat
@@ -22,14 +23,15 @@ from collections.abc import Iterator
 from pathlib import Path, PurePath
 from typing import Any
 
-from specgrad.helpers import WriteError, check_regular_output, write_at, kind_of
+from specgrad.helpers import WriteError, check_regular_output, kind_of, write_at
 from specgrad.modelspec.errors import SpecError
 
 MIB = 1 << 20
 STATE_CAP = 16 * MIB  # NOTE: sweep.json, results.json, evaluation JSON: a few KiB when specgrad writes them
 LOG_CAP = 1024 * MIB  # NOTE: metrics.jsonl of a run of 10^6 steps is about 150 MiB
 JSON_DEPTH = 64  # NOTE: specgrad's own JSON is at most 4 deep
-REMOVE_HINT = "specgrad writes no links or special files into its folders: remove it (or restore the folder), then run again"
+REMOVE_HINT = ("specgrad writes no links or special files into its folders: remove it (or restore the folder), then "
+               "run again")  # fmt: skip
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
 _BELOW = _DIR | os.O_NOFOLLOW
 
@@ -58,7 +60,20 @@ def folder_of(folder: Path, rel: str | PurePath, create: bool = False) -> Iterat
     """A descriptor of the folder that holds `folder/rel`, every folder below `folder` opened without following a
     link (and made, 0777 less the umask, when `create`). A link or a file in a folder's place is a SpecError; a folder
     that is missing is FileNotFoundError."""
-    parts = _parts(rel)
+    with _descend(folder, _parts(rel)[:-1], create) as fd:
+        yield fd
+
+
+@contextlib.contextmanager
+def subfolder(folder: Path, rel: str | PurePath) -> Iterator[int]:
+    """A descriptor of the folder `folder/rel` itself, reached as folder_of reaches one (a missing one:
+    FileNotFoundError)."""
+    with _descend(folder, _parts(rel), False) as fd:
+        yield fd
+
+
+@contextlib.contextmanager
+def _descend(folder: Path, parts: tuple[str, ...], create: bool) -> Iterator[int]:
     try:
         fd = os.open(folder, _DIR)
     except FileNotFoundError:
@@ -67,7 +82,7 @@ def folder_of(folder: Path, rel: str | PurePath, create: bool = False) -> Iterat
         raise WriteError(folder, f"cannot open the folder ({e.strerror})", e.errno) from None
     try:
         at = folder
-        for part in parts[:-1]:
+        for part in parts:
             at = at / part
             if create:
                 with contextlib.suppress(FileExistsError):
@@ -78,7 +93,7 @@ def folder_of(folder: Path, rel: str | PurePath, create: bool = False) -> Iterat
                 raise
             except OSError as e:
                 if e.errno in (errno.ELOOP, errno.ENOTDIR):
-                    raise _refuse(at, _what(fd, part) or "not a folder", "a folder") from None
+                    raise _refuse(at, _what(fd, part) or "a file", "a folder") from None
                 raise WriteError(at, f"cannot open the folder ({e.strerror})", e.errno) from None
             os.close(fd)
             fd = below
@@ -104,9 +119,39 @@ def entry_kind(folder: Path, rel: str | PurePath) -> str | None:
     return "folder" if stat.S_ISDIR(st.st_mode) else kind_of(st.st_mode)
 
 
-def read_in(folder: Path, rel: str | PurePath, cap: int, missing_ok: bool = False) -> bytes | None:
-    """The bytes of the regular file `folder/rel` (never through a link, never a wait), at most `cap` bytes; None when
-    it is missing and `missing_ok`. Anything else at that name is a SpecError that names it."""
+def regular_file(folder: Path, rel: str | PurePath) -> Path | None:
+    """`folder/rel` when it is a regular file reached without following a link, for a reader that opens the path
+    itself (the spec loader, safetensors); None when it is missing. A link, FIFO, folder or device there, or in a
+    folder's place on the way, is a SpecError naming it. NOTE: checked when called; a folder made by someone else is
+    input, not a process racing specgrad."""
+    try:
+        with folder_of(folder, rel) as fd:
+            mode = os.lstat(_parts(rel)[-1], dir_fd=fd).st_mode
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(mode):
+        raise _refuse(folder / rel, kind_of(mode) or "not a regular file")
+    return folder / rel
+
+
+def files_in(folder: Path, rel: str | PurePath, suffix: str = "") -> list[str]:
+    """The sorted names in the subfolder `folder/rel` that end with `suffix`, hidden names (a writer's temporary files)
+    left out; [] when the subfolder is missing. Each is a regular file: anything else is a SpecError naming it."""
+    try:
+        with subfolder(folder, rel) as fd:
+            names = sorted(n for n in os.listdir(fd) if n.endswith(suffix) and not n.startswith("."))
+            for name in names:
+                with contextlib.suppress(FileNotFoundError):  # NOTE: removed meanwhile (a pruned checkpoint)
+                    if (what := kind_of(os.lstat(name, dir_fd=fd).st_mode)) is not None:
+                        raise _refuse(folder / rel / name, what)
+    except FileNotFoundError:
+        return []
+    return names
+
+
+def _open_regular_in(folder: Path, rel: str | PurePath) -> tuple[int, os.stat_result] | None:
+    """A descriptor for reading the regular file `folder/rel` and its stat (never through a link, never a wait); None
+    when it is missing. Anything else at that name is a SpecError that names it."""
     path = folder / rel
     try:
         with folder_of(folder, rel) as dir_fd:
@@ -116,18 +161,28 @@ def read_in(folder: Path, rel: str | PurePath, cap: int, missing_ok: bool = Fals
             except FileNotFoundError:
                 raise
             except OSError as e:
-                what = _what(dir_fd, name)
-                if what is not None:
+                if (what := _what(dir_fd, name)) is not None:
                     raise _refuse(path, what) from None
                 raise SpecError.at(None, f"cannot read {path}: {(e.strerror or str(e)).lower()}") from None
     except FileNotFoundError:
+        return None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):  # NOTE: before fdopen, which refuses a folder with an IsADirectoryError
+        os.close(fd)
+        raise _refuse(path, kind_of(st.st_mode) or "not a regular file")
+    return fd, st
+
+
+def read_in(folder: Path, rel: str | PurePath, cap: int, missing_ok: bool = False) -> bytes | None:
+    """The bytes of the regular file `folder/rel` (_open_regular_in), at most `cap` bytes; None when it is missing
+    and `missing_ok`."""
+    path = folder / rel
+    if (opened := _open_regular_in(folder, rel)) is None:
         if missing_ok:
             return None
-        raise SpecError.at(None, f"{path} is missing", "was the folder made by specgrad, and is it complete?") from None
+        raise SpecError.at(None, f"{path} is missing", "was the folder made by specgrad, and is it complete?")
+    fd, st = opened
     with os.fdopen(fd, "rb") as f:
-        st = os.fstat(f.fileno())
-        if not stat.S_ISREG(st.st_mode):
-            raise _refuse(path, kind_of(st.st_mode) or "not a regular file")
         if st.st_size > cap:
             raise SpecError.at(None, f"{path} is {st.st_size / MIB:,.1f} MiB, more than specgrad writes there "
                                f"(at most {cap / MIB:,.0f} MiB)", "it is not a file specgrad wrote: remove or "
@@ -136,6 +191,17 @@ def read_in(folder: Path, rel: str | PurePath, cap: int, missing_ok: bool = Fals
     if len(data) > st.st_size:
         raise SpecError.at(None, f"{path} grew while it was read", "wait for the process writing it, then run again")
     return data
+
+
+def read_tail_in(folder: Path, rel: str | PurePath, size: int) -> bytes:
+    """The last `size` bytes of the regular file `folder/rel` (a log of any length: only its end is read), opened as
+    read_in opens it; a missing file is b""."""
+    if (opened := _open_regular_in(folder, rel)) is None:
+        return b""
+    fd, st = opened
+    with os.fdopen(fd, "rb") as f:
+        f.seek(max(0, st.st_size - size))
+        return f.read(size)
 
 
 def parse_json(data: bytes, path: Path) -> Any:
@@ -187,6 +253,18 @@ def read_json_in(folder: Path, rel: str | PurePath, cap: int = STATE_CAP, missin
     """A JSON state file in a folder (read_in, then parse_json); None when missing and `missing_ok`."""
     data = read_in(folder, rel, cap, missing_ok)
     return None if data is None else parse_json(data, folder / rel)
+
+
+def json_lines(data: bytes) -> Iterator[tuple[int, Any]]:
+    """(line number, value) of each non-blank line of a JSON-lines file specgrad appends to (metrics.jsonl); the
+    value is None for a line specgrad could not have written: cut short by a crash, damaged, not UTF-8, nested
+    deeper than json's recursion limit or holding a number too long to convert."""
+    for n, line in enumerate(io.BytesIO(data), 1):
+        if line.strip():
+            try:
+                yield n, json.loads(line.decode("utf-8"))
+            except (ValueError, RecursionError):  # NOTE: UnicodeDecodeError and JSONDecodeError are ValueErrors
+                yield n, None
 
 
 def write_in(folder: Path, rel: str | PurePath, data: bytes, create: bool = False) -> None:

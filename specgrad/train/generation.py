@@ -25,6 +25,21 @@ PAD = 0  # NOTE: what fills the window after the text; a causal model never read
 CAUSAL_ATOL = 1e-4  # NOTE: scores at the last text position with two different paddings must agree within this
 
 
+class NonFiniteScores(ValueError):
+    """The model's scores for a character hold NaN or infinity (its weights overflow float32 on the text): drawing
+    from them would give character 0 whatever the text, so generation stops, naming the character."""
+
+
+def check_scores(scores: np.ndarray, i: int) -> np.ndarray:
+    """The scores of the i-th generated character (counting from 1), when every one is a finite number."""
+    bad = np.flatnonzero(~np.isfinite(scores))
+    if len(bad):
+        kind = "NaN" if np.isnan(scores[bad[0]]) else "infinity"
+        raise NonFiniteScores(f"the model's scores for character {i} are not finite ({kind} for the code {bad[0]}; "
+                              f"{len(bad)} of {scores.size} scores)")  # fmt: skip
+    return scores
+
+
 def sample(scores: np.ndarray, temperature: float, top_k: int | None, rng: np.random.Generator) -> int:
     """A character code from one position's scores: the highest with temperature 0, else drawn from
     softmax(scores / temperature) over the top_k highest (all when None); float64 throughout."""
@@ -60,10 +75,11 @@ class Generator:
 
     def generate(self, codes: list[int], tokens: int, temperature: float, top_k: int | None, seed: int
                  ) -> Iterator[int]:  # fmt: skip
-        """`tokens` character codes after `codes`, one at a time."""
+        """`tokens` character codes after `codes`, one at a time; NonFiniteScores where the model's scores for one
+        are not numbers."""
         rng, scores = np.random.default_rng(seed), self.start(codes)
         for i in range(tokens):
-            code = sample(scores, temperature, top_k, rng)
+            code = sample(check_scores(scores, i + 1), temperature, top_k, rng)
             yield code
             if i + 1 < tokens:
                 scores = self.next(code)

@@ -7,18 +7,41 @@ Figures are made without pyplot: no global figure registry to close, no GUI back
 from __future__ import annotations
 
 import io
+import math
 from typing import Any
 
 MISSING = "matplotlib is not installed (pip install 'specgrad[plot]')"
+# NOTE: bounds on every figure, whatever its data says (3,000 metric names would be a 1.6 million pixel wide image):
+# at most MAX_PANELS panels, and at most MAX_INCHES a side (at matplotlib's 100 dpi, 8,000 pixels)
+MAX_PANELS = 12
+MAX_INCHES = 80.0
+MAX_VALUE = 3.4028234663852886e38  # NOTE: float32's largest: metrics are means of float32 values; far beyond it,
+# matplotlib's tick arithmetic overflows (a curve from -1e308 to 1e308 is an exception, not a plot)
+MAX_TEXT = 80  # NOTE: characters of a title, label or tick label taken from a file
+
+
+def plottable(v: Any) -> bool:
+    """Whether a value from a file can be a point of a curve: a finite number no larger than MAX_VALUE."""
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and abs(v) <= MAX_VALUE
+
+
+def plain(text: str) -> str:
+    """Text from a file (a metric, class or folder name) as matplotlib shows it literally: a '$' would start math text,
+    which matplotlib parses and can refuse with an exception; at most MAX_TEXT characters."""
+    text = text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
+    return text.replace("$", r"\$")
 
 
 def panels(count: int, width: float, height: float) -> tuple[Any, list[Any]] | None:
-    """A figure of `count` panels side by side, each width x height inches, and its axes; None without matplotlib."""
+    """A figure of `count` panels side by side (at most MAX_PANELS: callers draw into the axes they get, so the rest
+    are left out), each width x height inches (less when the figure would pass MAX_INCHES), and its axes; None without
+    matplotlib."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
         return None
-    fig = Figure(figsize=(width * count, height))
+    count = max(1, min(count, MAX_PANELS))
+    fig = Figure(figsize=(min(width * count, MAX_INCHES), min(height, MAX_INCHES)))
     return fig, list(fig.subplots(1, count, squeeze=False)[0])
 
 

@@ -8,10 +8,11 @@
                     checkpoints/          epoch-NNNNN, best, interrupted: model, optimizer and position
                     model.safetensors     the final weights (the best or the last, as train.final_weights says)
 
-Every file is written with helpers.atomic_write (or appended with append_file): only regular files inside the run
-folder, never through a link. Imports nn.state, train.data and modelspec (errors, files,
-validate); never Tensor
-graphs.
+Every file is read and written through train.folder_io (or helpers' atomic_write and append_file, for a file directly
+in the folder): only regular files inside the run folder, never through a link, never waited on, read up to a cap.
+The run folder itself is the one the user named; a link, FIFO, device or folder where one of these files belongs is
+refused by name. Imports nn.state, train.data, train.folder_io, train.plots and modelspec (errors, files, validate);
+never Tensor graphs.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import fcntl
 import hashlib
 import io
 import json
+import math
 import os
 import stat
 from collections.abc import Iterator
@@ -32,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from specgrad.helpers import WriteError, append_file, atomic_write
+from specgrad.helpers import WriteError, append_file, atomic_write, kind_of
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.files import SIZE_HINT
 from specgrad.modelspec.schema import Section
@@ -40,10 +42,13 @@ from specgrad.modelspec.validate import MAX_NAME, TOP, ValidSpec, validate_file
 from specgrad.modelspec.weights import given_init, init_file
 from specgrad.nn.state import ChecksumMismatch, FileTooLarge, SafetensorsError, safe_load_metadata
 from specgrad.train.data import data_file
+from specgrad.train.folder_io import LOG_CAP, REMOVE_HINT, files_in, json_lines, read_in, regular_file
+from specgrad.train.plots import plottable
 
 RESOLVED = "spec.resolved.yaml"
+METRICS = "metrics.jsonl"
 FINAL = "model.safetensors"
-RUN_FILES = (RESOLVED, "metrics.jsonl", "metrics.csv", "metrics.png", FINAL)  # NOTE: and the exports, model.<format>,
+RUN_FILES = (RESOLVED, METRICS, "metrics.csv", "metrics.png", FINAL)  # NOTE: and the exports, model.<format>,
 # and what `specgrad evaluate` writes, evaluation-<split>.*
 LOCK = ".lock"
 CHECKPOINTS = "checkpoints"
@@ -73,16 +78,26 @@ def spec_file(path: Path) -> Path:
         if not is_run_folder(path):
             raise SpecError.at(None, f"{path} is a folder but not a run folder (it has no {RESOLVED})",
                                "pass a spec file, or a folder `specgrad train` wrote")  # fmt: skip
-        return path / RESOLVED
+        return resolved_spec_file(path)
+    return path
+
+
+def resolved_spec_file(folder: Path) -> Path:
+    """folder/spec.resolved.yaml, when it is a regular file of the folder: a link there (to a credentials file, say)
+    is refused before the spec loader reads it, so no error quotes a line of what it leads to."""
+    path = regular_file(folder, RESOLVED)
+    if path is None:
+        raise SpecError.at(None, f"{folder} is not a run folder: it has no {RESOLVED}",
+                           "pass a folder that `specgrad train` wrote")  # fmt: skip
     return path
 
 
 def final_weights(path: Path) -> Path:
     """The weights a run folder's model.safetensors holds, or an error saying how the run ended without them."""
-    weights = path / FINAL
-    if os.path.lexists(weights):  # NOTE: reading it says what it is when it is not a regular file
+    weights = regular_file(path, FINAL)  # NOTE: a link there is refused, never followed out of the folder
+    if weights is not None:
         return weights
-    ckpts = sorted((path / "checkpoints").glob("*.safetensors")) if (path / "checkpoints").is_dir() else []
+    ckpts = checkpoints(path)
     hint = f"pass one of its checkpoints with --weights, e.g. {ckpts[-1]}" if ckpts else "train it to the end first"
     raise SpecError.at(None, f"the run folder {path} has no {FINAL} (the run has not finished)", hint)
 
@@ -158,15 +173,19 @@ def checkpoint_folder(folder: Path) -> Path:
 @contextlib.contextmanager
 def locked(folder: Path) -> Iterator[None]:
     """Hold the run folder for one training process: a second `train --resume` of it is refused, not interleaved."""
+    path = folder / LOCK
+    with contextlib.suppress(FileNotFoundError):
+        if (what := kind_of(os.lstat(path).st_mode)) is not None:  # NOTE: a folder, device or FIFO: never opened
+            raise SpecError.at(None, f"{path} is {what}, not a regular file", REMOVE_HINT)
     try:
-        fd = os.open(folder / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
     except OSError as e:
-        if e.errno == errno.ELOOP:
-            raise SpecError.at(None, f"{folder / LOCK} is a symbolic link", "remove it, then run again") from None
-        raise WriteError(folder / LOCK, f"cannot lock the run folder ({e.strerror or e})", e.errno) from None
+        if e.errno in (errno.ELOOP, errno.EISDIR):  # NOTE: put there since it was looked at
+            raise SpecError.at(None, f"{path} is not a regular file", REMOVE_HINT) from None
+        raise WriteError(path, f"cannot lock the run folder ({e.strerror or e})", e.errno) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise SpecError.at(None, f"{folder / LOCK} is not a regular file", "remove it, then run again")
+            raise SpecError.at(None, f"{path} is not a regular file", REMOVE_HINT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -220,10 +239,17 @@ def read_resolved_spec(folder: Path) -> ValidSpec:
     if not folder.is_dir():
         raise SpecError.at(None, f"no such run folder: {folder}", "pass a folder `specgrad train` wrote, e.g. "
                            "runs/<name>-1")  # fmt: skip
-    if not is_run_folder(folder):
-        raise SpecError.at(None, f"{folder} is not a run folder: it has no {RESOLVED}",
-                           "pass a folder that `specgrad train` wrote")  # fmt: skip
-    return validate_file(folder / RESOLVED, init_file=False)
+    check_run_folder(folder)
+    return validate_file(resolved_spec_file(folder), init_file=False)
+
+
+def check_run_folder(folder: Path) -> None:
+    """Refuse, before anything is read or written, a run folder holding what specgrad never writes where its own files
+    belong: a link, FIFO, device or folder in place of one of RUN_FILES, the lock or a checkpoint, or anything but a
+    folder in place of checkpoints/."""
+    for name in (*RUN_FILES, LOCK):
+        regular_file(folder, name)
+    checkpoints(folder)
 
 
 def cleanup_partial_files(folder: Path) -> None:
@@ -249,11 +275,11 @@ class MetricsLog:
 
     @property
     def path(self) -> Path:
-        return self.folder / "metrics.jsonl"
+        return self.folder / METRICS
 
     def log(self, record: dict[str, Any]) -> None:
         self.records.append(record)
-        append_file(self.path, (json.dumps(record) + "\n").encode())
+        append_file(self.path, (json.dumps(record) + "\n").encode())  # NOTE: never through a link, never into a FIFO
 
     def write_csv(self) -> None:
         """metrics.csv: one row per record, a column per field in the order fields first appear (split, epoch, step,
@@ -269,27 +295,50 @@ class MetricsLog:
         """Keep what was logged up to a checkpoint (step, epochs finished): a resumed run logs the rest again, so
         nothing is recorded twice. A line cut short by a crash is dropped."""
         kept = []
-        for line in self.path.read_bytes().splitlines() if self.path.exists() else []:
-            try:
-                record = json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
-                continue
-            if not isinstance(record, dict) or not isinstance(record.get("split"), str):
-                continue
-            step_of, epoch_of = record.get("step"), record.get("epoch")
-            if not isinstance(step_of, int) or not isinstance(epoch_of, int):
-                continue
-            if step_of <= step and (record["split"] == "train" or epoch_of <= epoch):
+        for _, record in json_lines(read_in(self.folder, METRICS, LOG_CAP, missing_ok=True) or b""):
+            if not is_record(record):
+                continue  # NOTE: dropped as a damaged line is: the records kept are printed and plotted later
+            if record["step"] <= step and (record["split"] == "train" or record["epoch"] <= epoch):
                 kept.append(record)
         atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode())
         self.records = kept
+
+
+SPLITS = ("train", "train_epoch", "valid", "stop")  # NOTE: the records the trainer logs
+MAX_REASON = 1000  # NOTE: characters of a stop record's reason; specgrad's own are about 100
+
+
+def is_record(record: Any) -> bool:
+    """A metrics record as the trainer logs them: one of SPLITS, its epoch and step as counts, every other value a
+    number within float32's range or not finite (a loss that blew up), a stop's reason a line of text."""
+    if not isinstance(record, dict) or record.get("split") not in SPLITS:
+        return False
+    if not all(_is_count(record.get(k)) for k in ("epoch", "step")):
+        return False
+    for k, v in record.items():
+        if k == "reason" and record["split"] == "stop":
+            if not isinstance(v, str) or len(v) > MAX_REASON:
+                return False
+        elif k not in ("split", "epoch", "step") and not (plottable(v) or _is_blown_up(v)):
+            return False
+    return True
+
+
+def _is_count(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 62
+
+
+def _is_blown_up(v: Any) -> bool:
+    return isinstance(v, float) and not math.isfinite(v)  # NOTE: a validation loss can be NaN or infinite
 
 
 # *** checkpoints ***
 
 
 def checkpoints(folder: Path) -> list[Path]:
-    return sorted((folder / "checkpoints").glob("*.safetensors")) if (folder / "checkpoints").is_dir() else []
+    """The run's checkpoint files, sorted by name; a link, FIFO or folder among them (or in checkpoints/' place) is
+    refused by name, never followed or opened."""
+    return [folder / CHECKPOINTS / name for name in files_in(folder, CHECKPOINTS, ".safetensors")]
 
 
 def newest_checkpoint(folder: Path) -> tuple[Path, dict[str, str]] | None:
@@ -325,5 +374,5 @@ def unusable(e: SafetensorsError, what: str | None, fix: str) -> SpecError:
 
 def prune(folder: Path, keep: int) -> None:
     """Keep the newest `keep` epoch checkpoints; called only after a newer one is on disk."""
-    for old in sorted((folder / "checkpoints").glob("epoch-*.safetensors"))[:-keep]:
+    for old in [p for p in checkpoints(folder) if p.name.startswith("epoch-")][:-keep]:
         old.unlink()

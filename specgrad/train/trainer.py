@@ -40,9 +40,12 @@ from specgrad.nn.state import (
     safe_save,
 )
 from specgrad.train.data import Dataset, batches, eval_batches, fields, load_data
-from specgrad.train.plots import MISSING, panels, png
+from specgrad.train.folder_io import regular_file
+from specgrad.train.plots import MISSING, panels, plottable, png
 from specgrad.train.run_folder import (
+    CHECKPOINTS,
     FINAL,
+    MAX_REASON,
     MetricsLog,
     checkpoint_folder,
     checkpoints,
@@ -186,6 +189,47 @@ class Position:
 
 class BadMetadata(ValueError):
     """A checkpoint's metadata is not what specgrad writes (damage, or an edit): bad input, never a bug."""
+
+
+def check_position(pos: Position, meta: dict[str, str], name: str, steps_per_epoch: int, total_steps: int,
+                   early_stopping: bool) -> None:  # fmt: skip
+    """A BadMetadata naming the field, unless `pos` is a position specgrad writes into the checkpoint `name` of this
+    run (its steps per epoch and last step): the end of an epoch (epoch-NNNNN, best), or an interruption after a
+    whole step (interrupted). Then a resumed run ends exactly at its last step, as an uninterrupted one does."""
+    spe, last = steps_per_epoch, math.ceil(total_steps / steps_per_epoch)
+    if meta.get("step") != str(pos.step) or meta.get("epoch") != str(pos.epoch):
+        raise BadMetadata(f"its step and epoch metadata differ from its position's step {pos.step} and epoch "
+                          f"{pos.epoch}")  # fmt: skip
+    if pos.epoch > last:
+        raise BadMetadata(f"its position's epoch {pos.epoch} is past the run's last epoch, {last}")
+    if pos.step > total_steps:
+        raise BadMetadata(f"its position's step {pos.step} is past the run's last step, {total_steps}")
+    if pos.skip > spe:
+        raise BadMetadata(f"its position's skip {pos.skip} is more than the {spe} batches of an epoch")
+    at = pos.epoch * spe + pos.skip if pos.skip else min(pos.epoch * spe, total_steps)
+    if pos.step != at or (pos.skip and pos.step >= total_steps):
+        raise BadMetadata(f"its position's step {pos.step} does not follow from its epoch {pos.epoch} and skip "
+                          f"{pos.skip} (an epoch is {plural(spe, 'step')} of the run's {total_steps})")  # fmt: skip
+    if (pos.skip > 0) != (name == "interrupted.safetensors"):
+        raise BadMetadata(f"its position's skip {pos.skip} is not what specgrad writes into {name}")
+    if name.startswith("epoch-") and name != f"epoch-{pos.epoch:05d}.safetensors":
+        raise BadMetadata(f"its position's epoch {pos.epoch} is not the epoch its name says")
+    if len(pos.losses) != pos.skip or not all(math.isfinite(x) for x in pos.losses):
+        raise BadMetadata(f"its position's losses are not one finite loss for each of the {pos.skip} batches it "
+                          "skips")  # fmt: skip
+    _check_best(pos, early_stopping)
+
+
+def _check_best(pos: Position, early_stopping: bool) -> None:
+    """The best epoch and early stopping's state, as the end of an epoch leaves them."""
+    if (pos.best is None) != (pos.best_epoch is None) or (pos.best is None) != (pos.ref is None):
+        raise BadMetadata("its position's best, best_epoch and ref are not all set or all unset")
+    if pos.best_epoch is not None and not 1 <= pos.best_epoch <= pos.epoch:
+        raise BadMetadata(f"its position's best_epoch {pos.best_epoch} is not one of its {plural(pos.epoch, 'epoch')}")
+    if pos.stale > pos.epoch:
+        raise BadMetadata(f"its position's stale {pos.stale} counts more epochs than its {pos.epoch}")
+    if pos.stopped is not None and (not early_stopping or pos.skip or not pos.stopped or len(pos.stopped) > MAX_REASON):
+        raise BadMetadata("its position says it stopped early, which this run's spec or position rules out")
 
 
 # NOTE: each field's JSON types, as Position.to_meta writes them (an int field is a count: 0 <= v < 2**62)
@@ -411,8 +455,8 @@ class Trainer:
     def _finish(self, log: MetricsLog, pos: Position, valid: dict[str, float], say: Callable[[str], None]) -> Summary:
         """model.safetensors: the best epoch's weights or the last ones, as train.final_weights says; the plot."""
         folder = log.folder
-        best = folder / "checkpoints" / "best.safetensors"
-        final = "best" if self.final_choice == "best" and pos.best_epoch is not None and best.exists() else "last"
+        best = regular_file(folder, f"{CHECKPOINTS}/best.safetensors")  # NOTE: a link there is refused, not followed
+        final = "best" if self.final_choice == "best" and pos.best_epoch is not None and best is not None else "last"
         if final == "best":
             names = [f"model.{k}" for k in get_state_dict(self.model)]  # NOTE: its optimizer state is not needed
             try:
@@ -503,6 +547,8 @@ class Trainer:
         fix = "delete it to resume from the one before"
         try:
             pos, tensor_rng = Position.from_meta(meta), from_json(meta, "tensor_rng")
+            check_position(pos, meta, path.name, self.steps_per_epoch, self.total_steps,
+                           bool(self.train["early_stopping"]))  # fmt: skip
             check_rng_state(tensor_rng, "its tensor_rng")
         except BadMetadata as e:
             raise SpecError.at(None, f"the checkpoint {path} is damaged ({e})", fix) from None
@@ -573,7 +619,7 @@ def write_plot(folder: Path, records: list[dict[str, Any]], say: Callable[[str],
     fig, axes = made
     for ax, name in zip(axes, names):
         for split in ("train_epoch", "valid"):
-            rows = [r for r in records if r["split"] == split and name in r]
+            rows = [r for r in records if r["split"] == split and plottable(r.get(name))]
             if rows:
                 label = "train" if split == "train_epoch" else "valid"
                 ax.plot([r["epoch"] for r in rows], [r[name] for r in rows], marker=".", label=label)

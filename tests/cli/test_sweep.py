@@ -134,18 +134,27 @@ def test_a_failing_trial_is_recorded_and_the_others_finish(tmp_path: Path) -> No
 def test_resume_trusts_no_hand_edited_plan(tmp_path: Path) -> None:
     folder = swept(tmp_path / "runs", "--grid", "train.lr=0.01,0.02", "--steps", "2")
     plan = json.loads((folder / "sweep.json").read_text())
-    for trial, why in (({"name": "../../escape", "overrides": []}, "damaged"),
-                       ({"name": "trial-003", "overrides": ["train.nope=1"]}, "trial-003 (train.nope=1)")):  # fmt: skip
-        (folder / "sweep.json").write_text(json.dumps({**plan, "trials": [*plan["trials"], trial]}))
+
+    def edited(values: list[str], extra: dict) -> dict:
+        return {**plan, "grid": {"train.lr": values}, "trials": [*plan["trials"], extra]}
+
+    for doc, why in (({**plan, "trials": [*plan["trials"], {"name": "../../escape", "overrides": []}]},
+                      "sweep.json is damaged: it lists 3 trials where its grid gives 2"),
+                     (edited(["0.01", "0.02", "0.03"], {"name": "../../escape", "overrides": ["train.lr=0.03"]}),
+                      "sweep.json is damaged: its trials are not the combinations of its grid"),
+                     ({**plan, "spec": str(SPECS / "digits_mlp.yaml")}, "is not the spec this sweep was planned with"),
+                     (edited(["0.01", "0.02", "nope"], {"name": "trial-003", "overrides": ["train.lr=nope"]}),
+                      "trial-003 (train.lr=nope)")):  # fmt: skip
+        (folder / "sweep.json").write_text(json.dumps(doc))
         result = runner.invoke(app, ["sweep", "--resume", str(folder)])
         assert result.exit_code == 1 and why in result.output and "Traceback" not in result.output, result.output
     assert sorted(p.name for p in tmp_path.iterdir()) == ["runs"] and not (folder / "trial-003").exists()
-    (folder / "sweep.json").write_text(json.dumps({**plan, "trials": [*plan["trials"], {"name": "trial-003",
-                                                   "overrides": ["train.lr=0.03"]}]}))  # fmt: skip
+    (folder / "sweep.json").write_text(json.dumps(edited(["0.01", "0.02", "0.03"], {"name": "trial-003",
+                                                          "overrides": ["train.lr=0.03"]})))  # fmt: skip
     (folder / "trial-003").write_text("a file where the trial's run folder goes")
     result = runner.invoke(app, ["sweep", "--resume", str(folder)])
     assert result.exit_code == 0 and "trial-003 (train.lr=0.03): failed (exit code 1)" in result.output
-    assert "is not a folder" in result.output
+    assert "is not a folder but a regular file" in result.output
 
 
 def test_an_interrupted_sweep_resumes_to_the_bits_of_an_uninterrupted_one(tmp_path: Path) -> None:

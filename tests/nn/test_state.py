@@ -18,6 +18,7 @@ from specgrad.flags import Context
 from specgrad.nn.state import (
     ChecksumMismatch,
     FileTooLarge,
+    NonFinite,
     SafetensorsError,
     StateMismatch,
     get_parameters,
@@ -139,6 +140,26 @@ def test_each_refusal_has_its_own_type(tmp_path: Path) -> None:
     with pytest.raises(StateMismatch, match="missing key"):
         load_state_dict(Tiny("CPU"), {})
     assert issubclass(SafetensorsError, ValueError) and issubclass(StateMismatch, ValueError)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_weights_holding_nan_or_infinity_are_refused_with_or_without_checksums(tmp_path: Path, dtype: str) -> None:
+    """Weights another tool wrote (no checksums), or whose checksums were written again over NaN, loaded and gave p=nan
+    with exit 0; now the tensor is named, its whole numbers untouched, the DISK device and finite=False (init's own
+    check, with its place in the spec) still read them as they are."""
+    w = np.arange(12, dtype=dtype).reshape(3, 4)
+    w[2, 1], w[0, 3] = np.nan, -np.inf
+    save_file({"a": np.ones(3, dtype), "b": w, "n": np.array([7], np.int64)}, tmp_path / "lib.safetensors")
+    safe_save({"b": Tensor(w)}, tmp_path / "sg.safetensors")
+    for path in (tmp_path / "lib.safetensors", tmp_path / "sg.safetensors"):
+        with pytest.raises(NonFinite, match=r"tensor 'b' holds NaN or infinity \(2 of its 12 values\), which training "
+                           "never writes") as e:  # fmt: skip
+            safe_load(path, device="CPU")
+        assert isinstance(e.value, SafetensorsError) and str(e.value).startswith(f"{path}: ")
+        assert np.isnan(safe_load(path, device="CPU", finite=False)["b"].numpy()[2, 1])
+        assert safe_load(path, device="disk")["b"].shape == (3, 4)
+    loaded = safe_load(tmp_path / "lib.safetensors", device="CPU", keys=["a", "n"])
+    assert loaded["a"].numpy().tolist() == [1.0] * 3 and loaded["n"].numpy().tolist() == [7]
 
 
 # *** safetensors on the DISK device, and files that are not what they claim ***

@@ -13,9 +13,12 @@ from specgrad.train.folder_io import (
     JSON_DEPTH,
     append_in,
     entry_kind,
+    files_in,
+    json_lines,
     open_append_in,
     read_in,
     read_json_in,
+    regular_file,
     write_in,
 )
 
@@ -108,3 +111,42 @@ def test_paths_leaving_the_folder_are_a_callers_bug(dirs):
     for rel in ("../outside/target.log", "/etc/passwd", "a/../../b"):
         with pytest.raises(ValueError):
             read_in(inside, rel, cap=10)
+
+
+def test_regular_file_and_files_in_refuse_what_specgrad_never_writes(dirs):
+    inside, outside = dirs
+    (inside / "spec.yaml").write_text("a: 1\n")
+    assert regular_file(inside, "spec.yaml") == inside / "spec.yaml" and regular_file(inside, "none") is None
+    (inside / "link.yaml").symlink_to(outside / "secret.txt")
+    os.mkfifo(inside / "pipe")
+    (inside / "dir").mkdir()
+    for name, what in (("link.yaml", "a symbolic link"), ("pipe", "FIFO"), ("dir", "a folder")):
+        with pytest.raises(SpecError, match=what) as e:
+            regular_file(inside, name)
+        assert SECRET not in str(e.value)
+    (inside / "ck").mkdir()
+    for name in ("b.safetensors", "a.safetensors", ".a.safetensors.tmp", "notes.txt"):
+        (inside / "ck" / name).write_bytes(b"")
+    assert files_in(inside, "ck", ".safetensors") == ["a.safetensors", "b.safetensors"]
+    assert files_in(inside, "none", ".safetensors") == []
+    (inside / "ck" / "c.safetensors").symlink_to(outside / "secret.txt")
+    with pytest.raises(SpecError, match="c.safetensors is a symbolic link"):
+        files_in(inside, "ck", ".safetensors")
+    (inside / "ck2").symlink_to(inside / "ck")
+    (inside / "ck3").write_text("")
+    with pytest.raises(SpecError, match="ck2 is a symbolic link, not a folder"):
+        files_in(inside, "ck2")
+    with pytest.raises(SpecError, match="ck3 is a file, not a folder"):
+        files_in(inside, "ck3")
+
+
+def test_a_folder_where_a_file_belongs_is_refused_by_name(dirs):
+    inside, _ = dirs
+    (inside / "metrics.jsonl").mkdir()
+    with pytest.raises(SpecError, match="metrics.jsonl is a folder, not a regular file"):
+        read_in(inside, "metrics.jsonl", cap=10)
+
+
+def test_json_lines_skips_what_specgrad_could_not_have_written():
+    data = b'{"a": 1}\n\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n" + b"9" * 5000 + b'\n"\xff"\n{"cut\n[2]\n'
+    assert list(json_lines(data)) == [(1, {"a": 1}), (3, None), (4, None), (5, None), (6, None), (7, [2])]

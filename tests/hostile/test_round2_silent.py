@@ -1,0 +1,180 @@
+"""Issue 30, silent wrong results: inputs that overflow once standardized, weights holding NaN or infinity (with or
+without checksums), normalization statistics specgrad never writes, a task that is not the spec's, and the C export
+(a name starting with a digit, a NUL byte inside a number, a comma-separated line, NaN reaching the runner's output).
+Each case runs through harness.check as the corpus's do; none may end with exit 0 and NaN printed, and none may let a
+Python warning (with a source path) through."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+from safetensors import safe_open
+from safetensors.numpy import load_file, save
+
+from specgrad.nn.state import CHECKSUM_KEY, tensor_sha256
+from tests.hostile import makers as mk
+from tests.hostile.harness import TINY, Asset, Assets, Case, Folders, Made, needs_met
+from tests.hostile.harness import check as check_case
+
+RUN = ("run", "tiny.yaml", "--weights", "w.safetensors", "--input", "x.npy", "--device", "CPU")
+NOT_FINITE = "holds NaN or infinity"
+LM = """\
+specgrad: 1
+name: lm
+input: {shape: [8], dtype: int32}
+model:
+  - {embedding: {vocab: 128, dim: 8}}
+  - {linear: 128}
+data: {source: text, corpus: sonnets, context: 8, batch_size: 4}
+"""
+LM_SHAPES = {"steps.0.1.weight": (128, 8), "steps.1.1.weight": (128, 8), "steps.1.1.bias": (128,)}
+GENERATE = ("generate", "lm.yaml", "--weights", "lm.safetensors", "--prompt", "Shall", "--tokens", "5", "--device",
+            "CPU")  # fmt: skip
+
+
+def _with_checksums(tensors: dict[str, np.ndarray], meta: dict[str, str]) -> dict[str, str]:
+    """The metadata with checksums of `tensors` as specgrad writes them: what someone who edits a file can redo."""
+    sums = {k: tensor_sha256(a.dtype.name, a.shape, a) for k, a in tensors.items()}
+    return {**meta, CHECKSUM_KEY: json.dumps(sums, sort_keys=True)}
+
+
+def edited_weights(changes: dict[str, float], checksums: bool, everywhere: bool = False) -> Made:
+    """The run's weights with one value (or, `everywhere`, every value) of each named tensor set; their checksums
+    dropped (as another tool writes a file) or written again for the new values."""
+
+    def make(path: Path, assets: Assets) -> None:
+        src = assets.path("w")
+        tensors = load_file(str(src))
+        with safe_open(str(src), "np") as f:
+            meta = {k: v for k, v in f.metadata().items() if k != CHECKSUM_KEY}
+        for name, value in changes.items():
+            a = tensors[name].copy()
+            a.reshape(-1)[slice(None) if everywhere else 0] = value
+            tensors[name] = a
+        path.write_bytes(save(tensors, metadata=_with_checksums(tensors, meta) if checksums else meta))
+
+    return Made(make)
+
+
+def lm_weights(value: float, at: int | None = 0) -> bytes:
+    """Weights for LM without metadata (as another tool writes them): small numbers, with `value` at position `at` of
+    the embedding (None: every weight of the last layer is `value`, and every embedding 1, so every score is 8 times
+    `value`)."""
+    rng = np.random.default_rng(0)
+    tensors = {k: (rng.standard_normal(s) * 0.1).astype(np.float32) for k, s in LM_SHAPES.items()}
+    if at is None:
+        tensors["steps.0.1.weight"][:], tensors["steps.1.1.weight"][:] = 1.0, value
+    else:
+        tensors["steps.0.1.weight"].reshape(-1)[at] = value
+    return save(tensors)
+
+
+def normalization(mean: list[float], std: list[float]) -> Made:
+    return mk.remeta("w", normalization=json.dumps({"mean": mean, "std": std}))
+
+
+def exported(spec: str, binary: str = "m") -> Folders:
+    """A check: the C export in the project compiles with cc, and the program runs one example."""
+
+    def check(ctx: Folders) -> None:
+        cc = shutil.which("cc") or shutil.which("clang") or shutil.which("gcc")
+        built = subprocess.run([cc, "-O1", "-DSPECGRAD_MAIN", "m.c", "-o", binary, "-lm"], cwd=ctx.project,
+                               capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert built.returncode == 0, f"the export of {spec} does not compile:\n{built.stderr}"
+        ran = subprocess.run([str(ctx.project / binary)], input="0.5 -0.25\n", capture_output=True, text=True,
+                             timeout=60)  # fmt: skip
+        assert ran.returncode == 0 and len(ran.stdout.split()) == 2, ran
+
+    return check  # type: ignore[return-value]
+
+
+# fmt: off
+CASES = [
+    # *** inputs that are finite, but not once standardized; outputs that are not finite ***
+    Case("run-input-near-float-max", "silent", {"x.npy": mk.npy_bytes(np.array([[0.5, 0.1], [3e38, 3e38]],
+         np.float32))}, RUN, 1, "example 1, position [0] is 3e+38, which is infinite once standardized"),
+    Case("run-json-input-beyond-float32", "silent", {"x.json": "[[0.5, 0.1], [0.25, 1e39]]"},
+         (*RUN[:5], "x.json", *RUN[6:]), 1, "example 1, position [1] is 1e+39, which is infinite once standardized"),
+    Case("run-csv-input-near-float-max", "silent", {"x.csv": "a,b\n0.5,0.1\n3e38,-3e38\n"},
+         (*RUN[:5], "x.csv", *RUN[6:]), 1, "example 1, position [0] is 3e+38, which is infinite once standardized"),
+    Case("run-input-near-float-max-allowed", "silent", {"x.npy": mk.npy_bytes(np.array([[3e38, 3e38]],
+         np.float32))}, (*RUN, "--allow-nonfinite"), 0, "running them as given (--allow-nonfinite)"),
+    Case("run-output-overflows", "silent", {"w.safetensors": edited_weights({"steps.0.1.weight": 3e38,
+         "steps.2.1.weight": 3e38}, checksums=True, everywhere=True)}, RUN, 1,
+         "the model's output for example 0 is not finite (NaN at position [0];"),
+    Case("run-output-overflows-to-a-file", "silent", {"w.safetensors": edited_weights({"steps.0.1.weight": 3e38,
+         "steps.2.1.weight": 3e38}, checksums=True, everywhere=True)}, (*RUN, "--output", "p.npy"), 1,
+         "the model's output for example 0 is not finite"),
+    # *** weights holding NaN or infinity, with checksums or without ***
+    Case("run-nan-weights-no-checksums", "silent", {"w.safetensors": edited_weights({"steps.0.1.weight": np.nan},
+         checksums=False)}, RUN, 1, "tensor 'steps.0.1.weight' holds NaN or infinity (1 of its 16 values)"),
+    Case("run-inf-weights-checksums-redone", "silent", {"w.safetensors": edited_weights({"steps.2.1.bias": np.inf},
+         checksums=True)}, RUN, 1, "tensor 'steps.2.1.bias' holds NaN or infinity (1 of its 2 values)"),
+    Case("export-nan-weights", "silent", {"w.safetensors": edited_weights({"steps.0.1.weight": np.nan},
+         checksums=False)}, ("export", "tiny.yaml", "--weights", "w.safetensors", "--format", "safetensors", "--out",
+         "copy.safetensors"), 1, NOT_FINITE),
+    Case("evaluate-nan-weights", "silent", {"w.safetensors": edited_weights({"steps.2.1.weight": np.nan},
+         checksums=False)}, ("evaluate", "tiny.yaml", "--weights", "w.safetensors", "--device", "CPU"), 1,
+         NOT_FINITE),
+    Case("generate-nan-weights", "silent", {"lm.yaml": LM, "lm.safetensors": lm_weights(np.nan, at=ord("S") * 8)},
+         GENERATE, 1, "tensor 'steps.0.1.weight' holds NaN or infinity"),
+    Case("generate-scores-overflow", "silent", {"lm.yaml": LM, "lm.safetensors": lm_weights(3e38, at=None)},
+         GENERATE, 1, "the model's scores for character 1 are not finite"),
+    Case("init-from-nan-weights", "silent", {"i.yaml": TINY + "init: {from: n.safetensors, map: {0.weight: "
+         "steps.0.1.weight}}\n", "n.safetensors": edited_weights({"steps.0.1.weight": np.nan}, checksums=False)},
+         ("train", "i.yaml", "--out", "out", "--device", "CPU"), 1,
+         "init: 'steps.0.1.weight' in n.safetensors holds NaN or infinity"),
+    # *** normalization statistics specgrad never writes ***
+    Case("run-subnormal-std", "silent", {"w.safetensors": normalization([0.0, 0.0], [1e-40, 1.0])}, RUN, 1,
+         "the weights' normalization: std [0] is 1e-40, not a normal positive float32"),
+    Case("run-zero-std", "silent", {"w.safetensors": normalization([0.0, 0.0], [0.0, 1.0])}, RUN, 1,
+         "the weights' normalization: std [0] is 0, not a normal positive float32"),
+    Case("run-mean-overflows-standardized", "silent", {"w.safetensors": normalization([3e38, 0.0], [0.01, 1.0])},
+         RUN, 1, "the weights' normalization: mean [0] is 3e+38 with std 0.01: a value near 0 is infinite once "
+         "standardized"),
+    Case("export-subnormal-std", "silent", {"w.safetensors": normalization([0.0, 0.0], [1.0, 1e-40])},
+         ("export", "tiny.yaml", "--weights", "w.safetensors", "--format", "onnx", "--out", "m.onnx"), 1,
+         "w.safetensors does not fit the model of tiny.yaml: the weights' normalization: std [1] is 1e-40"),
+    # *** a task that is not the spec's ***
+    Case("run-task-language-on-a-classifier", "silent", {"w.safetensors": mk.remeta("w", task="language")}, RUN, 1,
+         "the weights' task is language, but tiny.yaml trains a classifier (train.loss cross_entropy on spirals)"),
+    Case("run-task-regress-on-a-classifier", "silent", {"w.safetensors": mk.remeta("w", task="regress")}, RUN, 1,
+         "the weights' task is regress, but tiny.yaml trains a classifier"),
+    Case("run-duplicate-class-names", "silent", {"w.safetensors": mk.remeta("w", class_names='["a", "a"]')}, RUN,
+         1, "the weights' class_names name 'a' twice"),
+    # *** the exported C program ***
+    Case("c-runner-near-float-max", "c-export", {"runner": Asset("runner")}, (), 1,
+         "error: example 1, value 0 (counting from 0): 3e+38 is infinite once standardized", program="runner",
+         stdin=b"0.5 0.1\n3e38 3e38\n", needs=("clang",)),
+    Case("c-runner-nul-inside-a-number", "c-export", {"runner": Asset("runner")}, (), 1,
+         "error: example 0, value 0 (counting from 0): '1\\x00junk' holds a NUL byte", program="runner",
+         stdin=b"1\x00junk 2\n", needs=("clang",)),
+    Case("c-runner-commas", "c-export", {"runner": Asset("runner")}, (), 1,
+         "'1,2' is not a number (separate the values with spaces or newlines, not commas)", program="runner",
+         stdin=b"1,2\n", needs=("clang",)),
+    Case("c-runner-escape-sequence-echoed", "c-export", {"runner": Asset("runner")}, (), 1,
+         "'\\x1b[31mred' is not a number", program="runner", stdin=b"\x1b[31mred 1\n", needs=("clang",)),
+    Case("c-export-name-starting-with-a-digit", "c-export", {"2layer.yaml": TINY.replace("name: tiny",
+         "name: 2layer")}, ("export", "2layer.yaml", "--weights", "w.safetensors", "--format", "c", "--out", "m.c"),
+         0, "wrote m.c and m.h", writes=("m.c", "m.h", "m"), needs=("clang",), check=exported("2layer.yaml")),
+]
+# fmt: on
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=c.id) for c in CASES])
+def test_round2_silent(case: Case, folders: Folders) -> None:
+    if why := needs_met(case.needs):
+        pytest.skip(why)
+    result = check_case(folders, case)
+    assert "Warning" not in result.output and ".py:" not in result.output, result.output
+    if case.code == 0 and "--allow-nonfinite" not in case.cmd:
+        assert "nan" not in result.output.lower(), result.output
+
+
+def test_the_case_ids_are_unique() -> None:
+    assert len({c.id for c in CASES}) == len(CASES)
