@@ -24,6 +24,9 @@ MAX_COLUMNS = 6  # NOTE: differing keys shown as table columns; more go into a t
 def compare(folders: list[Path], as_json: bool, plot: Path | None) -> None:
     if plot is not None:
         check_output_option(plot, "--plot")  # NOTE: before any work; atomic_write checks again when writing
+        if plot.suffix.lower() != ".png":  # NOTE: PNG bytes under another name would open as a broken file
+            raise SpecError.at(None, f"--plot {printable(str(plot))}: the plot is a PNG image, so its name must end "
+                               "in .png", f"name it {printable(plot.stem or 'curves')}.png")  # fmt: skip
     seen: dict[Path, Path] = {}
     for f in folders:
         if (real := f.resolve()) in seen:

@@ -350,6 +350,11 @@ def load_secret(path: str) -> bytes:
     the folder and the folders above it are checked as the cache root's are, the file as a cache entry is and also
     for readers. Raises Refused with what is wrong and how to fix it."""
     folder, name = os.path.split(path)
+    cache = os.path.realpath(os.path.abspath(str(CACHEDIR.value)))
+    if (inside := os.path.realpath(folder)) == cache or inside.startswith(cache.rstrip(os.sep) + os.sep):
+        raise Refused(path, f"lies inside the kernel cache ({cache}), so a cache copied from elsewhere would bring "
+                            "its own key", "To fix it: set CACHE_SECRET to a file outside CACHEDIR, or unset it for "
+                            "the default")  # fmt: skip
     try:
         real = resolve_root(folder, create=True)
         dir_fd = open_dir(real)

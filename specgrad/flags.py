@@ -192,8 +192,8 @@ CACHE_SECRET = flag(
     "CACHE_SECRET",
     os.path.join(os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config"), "specgrad",
                  "cache-secret"),
-    "file holding your key that signs each kernel cache entry (made 0600 on first use; keep it out of CACHEDIR and "
-    "out of caches others can restore)",
+    "file holding your key that signs each kernel cache entry (made 0600 on first use; one inside CACHEDIR turns the "
+    "cache off; keep it out of caches others can restore)",
     doc_default="$XDG_CONFIG_HOME/specgrad/cache-secret or ~/.config/specgrad/cache-secret",
     accepts="a file's path",
 )  # fmt: skip

@@ -610,6 +610,22 @@ def test_a_key_that_is_not_safely_yours_turns_the_cache_off_with_one_warning(
     assert problem in warnings[0] and fix in warnings[0] and "Kernels are compiled afresh" in warnings[0], warnings
 
 
+@pytest.mark.parametrize("where", ["in the cache", "in a folder of the cache"])
+def test_a_key_inside_the_cache_it_signs_turns_the_cache_off(
+    where: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """A cache restored from elsewhere would bring such a key with it, and entries it signed would load."""
+    (cache_dir := tmp_path / "cache").mkdir(mode=0o700)
+    path = cache_dir / "key" if where == "in the cache" else cache_dir / "keys" / "key"
+    with Context(CACHEDIR=str(cache_dir), CACHE_SECRET=str(path)):
+        DiskCache("ns").put("new", b"payload")
+        assert DiskCache("ns").get("new") is None
+    assert not path.exists() and not (cache_dir / "ns").exists(), "a key or an entry was written"
+    warnings = warnings_in(capfd.readouterr().err)
+    assert len(warnings) == 1 and f"its key {path} lies inside the kernel cache" in warnings[0], warnings
+    assert "set CACHE_SECRET to a file outside CACHEDIR" in warnings[0], warnings
+
+
 def test_a_failed_kernel_source_is_not_written_through_a_linked_folder(
     tmp_path: Path, capfd: pytest.CaptureFixture[str]
 ) -> None:

@@ -635,14 +635,17 @@ def unstandardize(y: np.ndarray, stats: dict[str, np.ndarray]) -> np.ndarray:
 
 
 def _statistics(x: np.ndarray, axis: int | tuple[int, ...] | None) -> dict[str, np.ndarray]:
-    """Mean and std (std 0 -> 1) as float32, over `axis` (None: one number for everything; a tuple keeps the other
-    axes, e.g. (0, 2, 3) gives images (C, 1, 1) statistics per channel)."""
+    """Mean and std as float32, over `axis` (None: one number for everything; a tuple keeps the other axes, e.g.
+    (0, 2, 3) gives images (C, 1, 1) statistics per channel). A std of 0, or one too small for a normal float32 (it
+    would round to 0 or lose its precision), is 1: such a value is a constant, and the weights' metadata check refuses
+    a std specgrad could not have written."""
     x = x.astype(np.float64)
     keep = isinstance(axis, tuple)
     mean, std = np.asarray(x.mean(axis=axis, keepdims=keep)), np.asarray(x.std(axis=axis, keepdims=keep))
     if keep:
         mean, std = mean[0], std[0]  # NOTE: without the batch axis
-    return {"mean": mean.astype(np.float32), "std": np.where(std == 0, 1.0, std).astype(np.float32)}
+    std = np.where(std < np.finfo(np.float32).tiny, 1.0, std)
+    return {"mean": mean.astype(np.float32), "std": std.astype(np.float32)}
 
 
 def _standardized_targets(ds: Dataset) -> Dataset:
@@ -1526,6 +1529,7 @@ def read_image(raw: bytes, shown: str, shape: tuple[int, ...], resize: bool, ima
             warnings.simplefilter("ignore", UserWarning)  # NOTE: e.g. palette transparency notes on conversion
             with image.open(io.BytesIO(raw), formats=("PNG", "JPEG")) as img:
                 _check_declared_size(img, shown, shape, resize)
+                _check_jpeg_length(img, raw, shown)
                 if resize and img.format == "JPEG":
                     img.draft(IMAGE_MODES[channels], (w, h))  # NOTE: JPEG decodes at a smaller scale, faster
                 img = ImageOps.exif_transpose(img)
@@ -1570,6 +1574,23 @@ def _check_declared_size(img: Any, shown: str, shape: tuple[int, ...], resize: b
         raise ValueError(f"{shown} is {width}x{height} pixels, more than an image is decoded for with an input of "
                          f"{w}x{h} (at most {limit:,} pixels{', after JPEG reduction' if img.format == 'JPEG' else ''})"
                          )  # fmt: skip
+
+
+ARITHMETIC_SOF = tuple(b"\xff" + bytes([m]) for m in (0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF))
+
+
+def _check_jpeg_length(img: Any, raw: bytes, shown: str) -> None:
+    """Refuse a JPEG too short for the pixels it declares. libjpeg fills the missing part of a cut-short scan with
+    gray and only warns (Pillow passes the warning by), so such a file would be trained on. A Huffman-coded JPEG
+    spends at least one bit on each 8x8 block of its full-resolution component (a DC code), so it holds at least
+    blocks / 8 bytes; arithmetic coding (rare) has no such floor and is not checked."""
+    if img.format != "JPEG" or any(m in raw for m in ARITHMETIC_SOF):
+        return
+    width, height = img.size
+    least = math.ceil(width / 8) * math.ceil(height / 8) // 8
+    if len(raw) < least:
+        raise ValueError(f"{shown} declares {width}x{height} pixels but holds {len(raw):,} bytes, too few for them "
+                         f"(at least {least:,}): it is damaged or cut short")  # fmt: skip
 
 
 def _load_images(src: _Source) -> Dataset:

@@ -224,6 +224,9 @@ def _check_best(pos: Position, early_stopping: bool) -> None:
     """The best epoch and early stopping's state, as the end of an epoch leaves them."""
     if (pos.best is None) != (pos.best_epoch is None) or (pos.best is None) != (pos.ref is None):
         raise BadMetadata("its position's best, best_epoch and ref are not all set or all unset")
+    for name, value in (("best", pos.best), ("ref", pos.ref)):  # NOTE: a loss or an accuracy, as float32 gave it
+        if value is not None and not (math.isfinite(value) and 0 <= value <= FLOAT32_MAX):
+            raise BadMetadata(f"its position's {name} is not a value a loss or accuracy takes")
     if pos.best_epoch is not None and not 1 <= pos.best_epoch <= pos.epoch:
         raise BadMetadata(f"its position's best_epoch {pos.best_epoch} is not one of its {plural(pos.epoch, 'epoch')}")
     if pos.stale > pos.epoch:
@@ -232,6 +235,7 @@ def _check_best(pos: Position, early_stopping: bool) -> None:
         raise BadMetadata("its position says it stopped early, which this run's spec or position rules out")
 
 
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 # NOTE: each field's JSON types, as Position.to_meta writes them (an int field is a count: 0 <= v < 2**62)
 POSITION_TYPES: dict[str, tuple[type, ...]] = {
     "epoch": (int,), "step": (int,), "skip": (int,), "data_rng": (dict, type(None)), "losses": (list,),

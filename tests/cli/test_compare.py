@@ -54,7 +54,8 @@ def test_a_damaged_metrics_log_is_read_as_far_as_it_goes(tmp_path: Path) -> None
 def test_what_is_not_a_run_is_a_clear_error(tmp_path: Path) -> None:
     run = trained(tmp_path / "a")
     for args, said in (([str(tmp_path)], "is not a run folder"), ([str(run), str(run)], "named twice"),
-                       ([str(run), "--plot", str(tmp_path / "no" / "x.png")], "--plot")):  # fmt: skip
+                       ([str(run), "--plot", str(tmp_path / "no" / "x.png")], "--plot"),
+                       ([str(run), "--plot", str(tmp_path / "c.svg")], "must end in .png")):  # fmt: skip
         result = runner.invoke(app, ["compare", *args])
         assert result.exit_code == 1 and said in result.output and "Traceback" not in result.output
 

@@ -648,3 +648,15 @@ def test_the_datasets_guide_specs_validate_and_load(tmp_path: Path) -> None:
         path.write_text(body)
         ds = load_data(validate_file(path, ["data.batch_size=2"]))
         assert len(ds.x_train) and ds.x_train.shape[1:] == next(iter(validate_file(path).inputs.values()))[0]
+
+
+def test_a_std_too_small_for_float32_is_taken_as_a_constant() -> None:
+    """A column whose spread is subnormal (or rounds to 0) in float32 gets std 1, as a constant does: the weights'
+    metadata check refuses any std that is not a normal float32, so training must never write one (issue 30)."""
+    from specgrad.train.data import _statistics
+
+    x = np.array([[1.0, 0.0, 5.0, 1e-40], [1.0, 1e-39, 6.0, -1e-40], [1.0, 2e-39, 7.0, 0.0]])
+    std = _statistics(x, axis=0)["std"]
+    assert std.dtype == np.float32 and std[0] == 1 and std[1] == 1 and std[3] == 1
+    assert std[2] == np.float32(np.std([5.0, 6.0, 7.0]))
+    assert (std >= np.finfo(np.float32).tiny).all()

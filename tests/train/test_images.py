@@ -4,6 +4,7 @@ reading policy, converted to the input's channels, sized by data.resize; every b
 from __future__ import annotations
 
 import builtins
+import io
 import json
 import os
 import struct
@@ -217,6 +218,30 @@ def test_a_large_jpeg_counts_at_its_reduced_scale(tmp_path: Path) -> None:
     """A 2400x1800 photo for a 32x32 input decodes at 1/8 scale (its draft mode): accepted."""
     photos = folder(tmp_path, size=(32, 32))
     picture(photos / "cat" / "photo.jpg", size=(2400, 1800))
+    ds = load_data(validate_file(spec(tmp_path, "resize: true\n", shape="[3, 32, 32]")))
+    assert len(ds.x_train) + len(ds.x_valid) == 11
+
+
+def test_a_jpeg_too_short_for_its_declared_size_is_damaged(tmp_path: Path) -> None:
+    """An 8x8 JPEG whose frame header is edited to say 5000x5000: libjpeg would pad it with gray and only warn."""
+    photos = folder(tmp_path, size=(32, 32))
+    buf = io.BytesIO()
+    Image.new("L", (8, 8)).save(buf, "JPEG")
+    raw = bytearray(buf.getvalue())
+    at = raw.find(b"\xff\xc0")
+    raw[at + 5 : at + 9] = struct.pack(">HH", 5000, 5000)
+    (photos / "cat" / "cut.jpg").write_bytes(bytes(raw))
+    path = spec(tmp_path, "resize: true\n", shape="[3, 32, 32]")
+    assert messages(path) == [f"{path}:8:9: error: {photos / 'cat' / 'cut.jpg'} declares 5000x5000 pixels but holds "
+                              f"{len(raw)} bytes, too few for them (at least 48,828): it is damaged or cut short\n"
+                              "  hint: replace or remove the file"]  # fmt: skip
+
+
+@pytest.mark.parametrize("progressive", [False, True])
+def test_the_smallest_honest_jpegs_are_not_taken_for_damaged(tmp_path: Path, progressive: bool) -> None:
+    """One color over 2400x1800, Huffman tables optimized: about the fewest bytes a real JPEG of that size holds."""
+    photos = folder(tmp_path, size=(32, 32))
+    Image.new("L", (2400, 1800), 128).save(photos / "cat" / "flat.jpg", optimize=True, progressive=progressive)
     ds = load_data(validate_file(spec(tmp_path, "resize: true\n", shape="[3, 32, 32]")))
     assert len(ds.x_train) + len(ds.x_valid) == 11
 

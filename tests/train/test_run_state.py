@@ -68,6 +68,11 @@ BAD = [
     (Position(epoch=2, step=6, best=0.5, best_epoch=0, ref=0.5), {}, "best_epoch 0 is not one of its 2 epochs"),
     (Position(epoch=2, step=6, best=0.5), {}, "best, best_epoch and ref are not all set"),
     (Position(epoch=2, step=6, stale=3, **BEST), {}, "its position's stale 3 counts more epochs than its 2"),
+    (Position(epoch=2, step=6, **{**BEST, "best": float("nan")}), {}, "its position's best is not a value a loss"),
+    (Position(epoch=2, step=6, **{**BEST, "best": float("inf")}), {}, "its position's best is not a value a loss"),
+    (Position(epoch=2, step=6, **{**BEST, "ref": float("-inf")}), {}, "its position's ref is not a value a loss"),
+    (Position(epoch=2, step=6, **{**BEST, "best": -1e308}), {}, "its position's best is not a value a loss"),
+    (Position(epoch=2, step=6, **{**BEST, "ref": 1e39}), {}, "its position's ref is not a value a loss"),
     (Position(epoch=2, step=6, stopped="no reason", **BEST), {}, "stopped early, which this run's spec"),
 ]
 
