@@ -38,7 +38,7 @@ from specgrad.helpers import WriteError, append_file, atomic_write, kind_of
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.files import SIZE_HINT
 from specgrad.modelspec.schema import Section
-from specgrad.modelspec.validate import MAX_NAME, TOP, ValidSpec, validate_file
+from specgrad.modelspec.validate import MAX_NAME, MAX_NAME_BYTES, TOP, ValidSpec, validate_file
 from specgrad.modelspec.weights import given_init, init_file
 from specgrad.nn.state import ChecksumMismatch, FileTooLarge, SafetensorsError, safe_load_metadata
 from specgrad.train.data import data_file
@@ -106,10 +106,12 @@ def check_name(name: str) -> None:
     """A spec's name becomes a folder name: one plain path component (validation says so with the line; this is the
     second line of defence, for names that did not come through it)."""
     bad = [c for c in name if not (c.isalnum() or c in "-_.")]
-    if not name or len(name) > MAX_NAME or bad or name[0] in ".-":
+    too_long = len(name) > MAX_NAME or len(name.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES
+    if not name or too_long or bad or name[0] in ".-":
         shown = repr(name[:MAX_NAME]) + ("..." if len(name) > MAX_NAME else "")
         raise SpecError.at(None, f"the name {shown} cannot name a run folder", f"use 1 to {MAX_NAME} letters, digits, "
-                           "'-', '_' and '.', starting with a letter, digit or '_'")  # fmt: skip
+                           f"'-', '_' and '.' (at most {MAX_NAME_BYTES} bytes in UTF-8), starting with a letter, "
+                           "digit or '_'")  # fmt: skip
 
 
 def new_run_folder(out: Path, name: str) -> Path:

@@ -173,3 +173,15 @@ def test_compare_reads_a_long_log_in_bounded_memory(tmp_path: Path) -> None:
         points = run.curves[name]
         assert len(points) <= 2 * MAX_POINTS + 1 and points[0] == (1, 1.0) and points[-1] == (epochs, 1 / epochs)
         assert [e for e, _ in points] == sorted(e for e, _ in points)
+
+
+def test_a_run_folders_name_is_checked_in_bytes_when_it_is_made(tmp_path: Path) -> None:
+    """The second line of defence behind validation: 100 letters of three bytes each fit the characters, not the
+    bytes a file system takes in a name with the suffixes specgrad adds."""
+    from specgrad.modelspec.errors import SpecError
+    from specgrad.train.run_folder import check_name, new_run_folder
+
+    with pytest.raises(SpecError, match="at most 239 bytes"):
+        new_run_folder(tmp_path, "€" * 100)
+    assert not any(tmp_path.iterdir())
+    check_name("é" * 100)
