@@ -58,13 +58,14 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
                     "spec.resolved.yaml, with every --set, --epochs and --steps it had); to change the recipe, start a "
                     "new run", 2)  # fmt: skip
     try:
+        starts_over = resume is None or _starts_over(resume)
         if resume is not None:
-            spec, device = read_resolved_spec(resume), _resume_device(resume, device)
+            spec, device = read_resolved_spec(resume, init_file=starts_over), _resume_device(resume, device)
         else:
             spec = with_length(validate_file(spec_file(spec_path), overrides), epochs, steps)
         if device is not None:
             Device.DEFAULT = device
-        trainer = Trainer.create(spec, init=resume is None)
+        trainer = Trainer.create(spec, init=starts_over)  # NOTE: init: weights, unless a checkpoint replaces them
         if resume is not None:
             folder = resume
         elif folder is not None:
@@ -81,6 +82,14 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
                 printable(f"note: continuing {folder} with its own spec.resolved.yaml ({spec_path} is not read)")
             )
         _train(spec, trainer, folder, resume is not None)
+
+
+def _starts_over(folder: Path) -> bool:
+    """Whether a run to resume has no checkpoint yet (it starts over from step 0, its init: weights included)."""
+    try:
+        return newest_checkpoint(folder) is None
+    except SpecError:  # NOTE: a damaged checkpoint: resuming reports it
+        return False
 
 
 def _resume_device(folder: Path, device: str | None) -> str | None:

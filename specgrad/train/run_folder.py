@@ -236,13 +236,14 @@ def _relative(target: Path, folder: Path) -> str:
     return os.path.relpath(target.resolve(), folder.resolve())
 
 
-def read_resolved_spec(folder: Path) -> ValidSpec:
-    """The spec of a run to resume: its init: file is not needed (the checkpoint holds the weights)."""
+def read_resolved_spec(folder: Path, init_file: bool = False) -> ValidSpec:
+    """The spec of a run to resume: its init: file is read only with `init_file` (a run stopped before its first
+    checkpoint starts over from it; otherwise the checkpoint holds the weights)."""
     if not folder.is_dir():
         raise SpecError.at(None, f"no such run folder: {folder}", "pass a folder `specgrad train` wrote, e.g. "
                            "runs/<name>-1")  # fmt: skip
     check_run_folder(folder)
-    return validate_file(resolved_spec_file(folder), init_file=False)
+    return validate_file(resolved_spec_file(folder), init_file=init_file)
 
 
 def check_run_folder(folder: Path) -> None:

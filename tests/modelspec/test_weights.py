@@ -408,3 +408,31 @@ def test_init_null_starts_from_the_seed(tmp_path: Path) -> None:
     _start(tmp_path, **{"0.weight": (32, 64)})
     no_map = validate_file(_write(tmp_path, INIT.replace("MAP", "null"), "no_map.yaml"))
     assert not np.array_equal(_weights(Trainer.create(no_map))["steps.0.1.weight"], b["steps.0.1.weight"])
+
+
+def test_a_run_stopped_before_its_first_checkpoint_starts_over_from_its_init_weights(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--resume of a run with no checkpoint yet trains from step 0 as the run began: from its init: weights (it used
+    to build the model without them and train from seeded random weights, with exit 0), and the same bits."""
+    import shutil
+
+    from specgrad.cli.main import app
+    from typer.testing import CliRunner
+
+    from specgrad.nn.state import safe_load
+
+    monkeypatch.chdir(tmp_path)
+    _start(tmp_path, w=(32, 64), b=(32,))
+    spec = _write(tmp_path, INIT.replace("MAP", "{0.weight: w, 0.bias: b}"))
+    runner = CliRunner()
+    assert runner.invoke(app, ["train", str(spec), "--steps", "3", "--out", "runs"]).exit_code == 0
+    folder = tmp_path / "runs" / "frozen-1"
+    whole = {k: v.numpy() for k, v in safe_load(folder / "model.safetensors").items()}
+    shutil.rmtree(folder / "checkpoints")
+    for name in ("model.safetensors", "metrics.jsonl", "metrics.csv"):
+        (folder / name).unlink(missing_ok=True)
+    resumed = runner.invoke(app, ["train", "--resume", str(folder)])
+    assert resumed.exit_code == 0 and "starting it from step 0" in resumed.output, resumed.output
+    again = {k: v.numpy() for k, v in safe_load(folder / "model.safetensors").items()}
+    assert again.keys() == whole.keys() and all(np.array_equal(again[k], whole[k]) for k in whole)
