@@ -61,6 +61,10 @@ class Refused(Exception):
         self.path, self.problem, self.fix = path, problem, fix
 
 
+class CacheRefused(Refused):
+    """The cache folder itself is refused (and said so): its key is not looked at."""
+
+
 def kind(mode: int) -> str:
     return KINDS.get(stat.S_IFMT(mode), "not a file")
 
@@ -335,6 +339,8 @@ def cache_secret() -> bytes | None:
         if path not in _SECRETS:
             try:
                 _SECRETS[path] = load_secret(path)
+            except CacheRefused:
+                _SECRETS[path] = None  # NOTE: the cache itself is refused, and its warning says enough
             except Refused as e:
                 _SECRETS[path] = None
                 where = "" if e.path == path else f": {e.path}"  # NOTE: a folder above it
@@ -350,8 +356,16 @@ def load_secret(path: str) -> bytes:
     the folder and the folders above it are checked as the cache root's are, the file as a cache entry is and also
     for readers. Raises Refused with what is wrong and how to fix it."""
     folder, name = os.path.split(path)
-    cache = os.path.realpath(os.path.abspath(str(CACHEDIR.value)))
+    given = os.path.abspath(str(CACHEDIR.value))
+    cache = os.path.realpath(given)
     if (inside := os.path.realpath(folder)) == cache or inside.startswith(cache.rstrip(os.sep) + os.sep):
+        try:  # NOTE: a cache refused anyway (CACHEDIR=/tmp) is said once, as itself
+            os.close(open_dir(resolve_root(given, create=False)))
+        except Refused as e:
+            refuse(given, e)
+            raise CacheRefused(given, e.problem, e.fix) from None
+        except OSError:
+            pass
         raise Refused(path, f"lies inside the kernel cache ({cache}), so a cache copied from elsewhere would bring "
                             "its own key", "To fix it: set CACHE_SECRET to a file outside CACHEDIR, or unset it for "
                             "the default")  # fmt: skip
@@ -386,7 +400,7 @@ def load_secret(path: str) -> bytes:
         os.close(dir_fd)
     if not SECRET_MIN <= len(ret) <= SECRET_MAX:
         raise Refused(shown, f"holds {len(ret) if len(ret) <= SECRET_MAX else 'more than ' + str(SECRET_MAX)} bytes, "
-                             f"not a key of {SECRET_MIN} to {SECRET_MAX}", _renew(shown, False))  # fmt: skip
+                             f"not a key of {SECRET_MIN} to {SECRET_MAX}", _renew(shown))  # fmt: skip
     return ret
 
 
@@ -429,20 +443,22 @@ def check_secret(path: str, st: os.stat_result) -> None:
     """Refuse a key file that is another kind of file, someone else's, or that others can read or write (whoever can
     read it can make entries this process would load)."""
     uid = os.geteuid()
+    if stat.S_ISDIR(st.st_mode):  # NOTE: CACHE_SECRET=. names a folder: never advise removing it
+        raise Refused(path, "is a folder, not a regular file", "To fix it: set CACHE_SECRET to the path of a file "
+                            "(it is made on first use), or unset it for the default")  # fmt: skip
     if not stat.S_ISREG(st.st_mode):
-        raise Refused(path, f"is {kind(st.st_mode)}, not a regular file", _renew(path, stat.S_ISDIR(st.st_mode)))
+        raise Refused(path, f"is {kind(st.st_mode)}, not a regular file", _renew(path))
     if st.st_uid != uid:
-        raise Refused(path, f"is owned by uid {st.st_uid}, not by you (uid {uid})", _renew(path, False))
+        raise Refused(path, f"is owned by uid {st.st_uid}, not by you (uid {uid})", _renew(path))
     if st.st_mode & 0o077:
         group, others = st.st_mode & 0o070, st.st_mode & 0o007
         who = "its group and others" if group and others else "its group" if group else "others"
-        raise Refused(path, f"can be read or written by {who}", _renew(path, False) + " (someone who read it could "
+        raise Refused(path, f"can be read or written by {who}", _renew(path) + " (someone who read it could "
                             "have copied it, so chmod alone is not enough)")  # fmt: skip
 
 
-def _renew(path: str, is_dir: bool) -> str:
-    return (f"To fix it: remove it ({'rm -r' if is_dir else 'rm'} {path}); a new key is made at the next run and the "
-            "cache is rebuilt once")  # fmt: skip
+def _renew(path: str) -> str:
+    return f"To fix it: remove it (rm {path}); a new key is made at the next run and the cache is rebuilt once"
 
 
 def private_folder() -> str:

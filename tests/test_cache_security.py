@@ -557,7 +557,7 @@ def key_that_is(what: str) -> Callable[[Path], tuple[Path, str, str]]:
         if what == "folder":
             path.unlink()
             path.mkdir(mode=0o700)
-            return path, "is a folder, not a regular file", f"To fix it: remove it (rm -r {path})"
+            return path, "is a folder, not a regular file", "set CACHE_SECRET to the path of a file"  # NOTE: no rm -r
         if what == "fifo":
             path.unlink()
             os.mkfifo(path, 0o600)

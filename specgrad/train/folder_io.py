@@ -280,27 +280,35 @@ def write_in(folder: Path, rel: str | PurePath, data: bytes, create: bool = Fals
 
 def open_append_in(folder: Path, rel: str | PurePath, create: bool = False) -> int:
     """A descriptor for appending to the regular file `folder/rel` (created 0666 less the umask when missing), never
-    through a link, never into a FIFO or device; the caller closes it."""
+    through a link, never into a FIFO or device; the caller closes it. A file with other hard links (a file outside
+    the folder linked in, or a snapshot made with cp -al) is first replaced by a copy of its own, so what is appended
+    changes this name only."""
     path = folder / rel
     flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-    try:
-        with folder_of(folder, rel, create) as dir_fd:
-            name = _parts(rel)[-1]
-            try:
-                fd = os.open(name, flags, 0o666, dir_fd=dir_fd)
-            except OSError as e:
-                if (what := _what(dir_fd, name)) is not None:
-                    raise _refuse(path, what) from None
-                raise WriteError(path, e.strerror or str(e), e.errno) from None
-    except FileNotFoundError as e:
-        raise WriteError(path, "its folder does not exist", errno.ENOENT) from e
-    try:
-        check_regular_output(path, os.fstat(fd))
-        os.set_blocking(fd, True)
-    except BaseException:
-        os.close(fd)
-        raise
-    return fd
+    for _ in range(2):
+        try:
+            with folder_of(folder, rel, create) as dir_fd:
+                name = _parts(rel)[-1]
+                try:
+                    fd = os.open(name, flags, 0o666, dir_fd=dir_fd)
+                except OSError as e:
+                    if (what := _what(dir_fd, name)) is not None:
+                        raise _refuse(path, what) from None
+                    raise WriteError(path, e.strerror or str(e), e.errno) from None
+                try:
+                    st = os.fstat(fd)
+                    check_regular_output(path, st)
+                    os.set_blocking(fd, True)
+                except BaseException:
+                    os.close(fd)
+                    raise
+                if st.st_nlink == 1:
+                    return fd
+                os.close(fd)
+                write_at(dir_fd, path, read_in(folder, rel, LOG_CAP) or b"")  # NOTE: a new inode of its own
+        except FileNotFoundError as e:
+            raise WriteError(path, "its folder does not exist", errno.ENOENT) from e
+    raise SpecError.at(None, f"{path} keeps gaining hard links while it is written", REMOVE_HINT)
 
 
 def append_in(folder: Path, rel: str | PurePath, data: bytes) -> None:

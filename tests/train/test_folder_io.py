@@ -150,3 +150,15 @@ def test_a_folder_where_a_file_belongs_is_refused_by_name(dirs):
 def test_json_lines_skips_what_specgrad_could_not_have_written():
     data = b'{"a": 1}\n\n' + b"[" * 100_000 + b"]" * 100_000 + b"\n" + b"9" * 5000 + b'\n"\xff"\n{"cut\n[2]\n'
     assert list(json_lines(data)) == [(1, {"a": 1}), (3, None), (4, None), (5, None), (6, None), (7, [2])]
+
+
+def test_an_append_never_reaches_another_hard_link(dirs):
+    """A log hard-linked to a file outside the folder (or a snapshot made with cp -al) gets a copy of its own first:
+    the other name keeps its bytes, this one keeps them and gains the new ones."""
+    inside, outside = dirs
+    (inside / "logs").mkdir()
+    os.link(outside / "target.log", inside / "logs" / "t.log")
+    append_in(inside, "logs/t.log", b"appended\n")
+    assert (outside / "target.log").read_text() == "kept\n"
+    assert (inside / "logs" / "t.log").read_text() == "kept\nappended\n"
+    assert os.stat(inside / "logs" / "t.log").st_nlink == 1

@@ -1,0 +1,84 @@
+"""A reader that goes away (`specgrad ... | head`) ends every command that prints the same way, as docs/cli.md
+promises: exit 141 (128 + SIGPIPE), nothing on stderr. evaluate, validate and compare print through rich, whose
+Console exits 1 on a broken pipe by itself (issue 30: `evaluate | head -c 1` ended with 1 and no word said)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from specgrad.cli.main import app
+from typer.testing import CliRunner
+
+from specgrad.device import Device
+
+pytestmark = pytest.mark.xdist_group("closed-reader")  # NOTE: on one worker: the runs are trained once
+
+runner = CliRunner()
+BOOT = "from specgrad.cli.main import app\napp(prog_name='specgrad')\n"  # NOTE: what the `specgrad` script runs
+TINY = """\
+specgrad: 1
+name: tiny
+seed: 0
+input: {shape: [2]}
+model: [{linear: 8}, relu, {linear: 2}]
+data: {source: spirals, samples: 64, batch_size: 16}
+train: {epochs: 1, lr: 0.01}
+"""
+LM = """\
+specgrad: 1
+name: lm
+seed: 0
+input: {shape: [8], dtype: int32}
+model:
+  - {embedding: {vocab: 128, dim: 8}}
+  - {linear: 128}
+data: {source: text, corpus: sonnets, context: 8, batch_size: 4}
+train: {steps: 3, lr: 0.01}
+"""
+CPU = ("--device", "CPU")
+COMMANDS = {
+    "validate": ("validate", "tiny.yaml"),
+    "validate-run": ("validate", "runs/tiny-1"),
+    "train": ("train", "tiny.yaml", "--out", "more", *CPU),
+    "run": ("run", "runs/tiny-1", "--input", "x.json", *CPU),
+    "run-json": ("run", "runs/tiny-1", "--input", "x.json", "--json", *CPU),
+    "evaluate": ("evaluate", "runs/tiny-1", *CPU),
+    "evaluate-json": ("evaluate", "runs/tiny-1", "--json", *CPU),
+    "compare": ("compare", "runs/tiny-1", "runs/tiny-2"),
+    "export": ("export", "runs/tiny-1", "--format", "safetensors", "--out", "copy.safetensors"),
+    "generate": ("generate", "runs/lm-1", "--prompt", "Shall", "--tokens", "5", *CPU),
+}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two runs of a tiny classifier, one of a character model, and an example for `run`."""
+    root = tmp_path_factory.mktemp("closed-reader")
+    (root / "tiny.yaml").write_text(TINY)
+    (root / "lm.yaml").write_text(LM)
+    (root / "x.json").write_text("[[0.5, 0.1]]")
+    before = Device.DEFAULT  # NOTE: train sets it in-process; a module fixture runs outside conftest's guard
+    try:
+        for spec in ("tiny.yaml", "tiny.yaml", "lm.yaml"):
+            done = runner.invoke(app, ["train", str(root / spec), "--out", str(root / "runs"), *CPU])
+            assert done.exit_code == 0, done.output
+    finally:
+        Device._default = before
+    return root
+
+
+@pytest.mark.parametrize("name", list(COMMANDS))
+def test_a_reader_gone_before_the_first_line_ends_the_command_with_141(project: Path, name: str) -> None:
+    """stdout is a pipe whose reading end is closed, so the first write fails whatever the timing."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run([sys.executable, "-c", BOOT, *COMMANDS[name]], cwd=project, stdout=write,
+                              stderr=subprocess.PIPE, text=True, timeout=300)  # fmt: skip
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr) == (141, ""), (done.returncode, done.stderr)
