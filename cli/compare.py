@@ -8,9 +8,10 @@ import json
 from pathlib import Path
 
 import typer
-from rich.console import Console
+from rich.console import Console as RichConsole
 from rich.table import Column, Table
 from rich.text import Text
+from specgrad.cli.console import Console
 from specgrad.cli.errors import check_output_option
 
 from specgrad.helpers import atomic_write
@@ -77,7 +78,7 @@ def labels(runs: list[Run], diff: dict[str, list]) -> list[str]:
     return [r.folder.name + "".join(f" {k}={shown(diff[k][i])}" for k in shown_keys) for i, r in enumerate(runs)]
 
 
-def print_table(console: Console, runs: list[Run], diff: dict[str, list]) -> None:
+def print_table(console: RichConsole, runs: list[Run], diff: dict[str, list]) -> None:
     """One row per run, in the given order: the differing spec keys (up to MAX_COLUMNS as columns), epochs, the last
     training loss, the last validation metrics, the best watched metric and its epoch, and the test figures. Names and
     values from the run folders are plain text (_cell), never rich markup."""

@@ -10,22 +10,24 @@ import hashlib
 import json
 import os
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Column, Table
 from rich.text import Text
-from specgrad.cli.run import load_model, spec_and_weights
+from specgrad.cli.console import Console
+from specgrad.cli.run import check_outputs, load_model, prepare, read_contract, spec_and_weights, to_result
 
 from specgrad import Tensor
 from specgrad.device import Device
 from specgrad.helpers import atomic_write
+from specgrad.modelspec.contract import RunContract
 from specgrad.modelspec.errors import SpecError, label, printable
-from specgrad.modelspec.validate import ValidSpec
-from specgrad.train.data import Dataset, eval_batches, fields, load_data
+from specgrad.modelspec.validate import ValidSpec, is_float
+from specgrad.train.data import APPLIES, Dataset, fields, load_data
 from specgrad.train.evaluation import classification, language, regression
 from specgrad.train.plots import panels, plain, png
 
@@ -40,24 +42,31 @@ def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device
     held, key = SPLITS.get(split, ("test", None))
     test_file = None if split in SPLITS else Path(split)  # NOTE: read with the run's statistics and classes
     spec, weights = spec_and_weights(spec_path, weights, overrides, data_files=True)
+    if test_file is not None:
+        _check_file_source(spec, split)
     if device is not None:
         Device.DEFAULT = device
-    data = load_data(spec, held=held, test_file=test_file)
+    data = load_data(_unstandardized(spec), held=held, test_file=test_file)
     if not len(data.x_valid):
         hint = "train with a validation split, e.g. --set data.valid_split=0.2"
         if split == "test":
             hint = ("train with a test split, e.g. --set data.test_split=0.1 (the same data and seed then give the "
                     "same validation examples), or evaluate a file of examples: --split FILE")  # fmt: skip
         raise SpecError.at(None, f"{spec.path} has no {split} examples to evaluate on (data.{key} is 0)", hint)
-    model, _ = load_model(spec, weights)
+    model, meta = load_model(spec, weights)
+    # NOTE: the figures are those of the model run and export serve: its inputs standardized with the statistics in
+    # the weights, its regression outputs in units with theirs; weights whose metadata run and export refuse (a task,
+    # statistics or class names training did not write) are refused here too
+    contract = read_contract(spec, meta, weights)
     outputs = list(spec.outputs)
-    got = _outputs(model, spec, data)
+    where = str(test_file) if test_file is not None else f"the {split} examples of {spec_path}"
+    got = _outputs(model, spec, contract, data, where)
     truths = fields(data.y_valid, outputs)
     reports = {name: _report(_head(data, name), out, truth, spec) for name, out, truth in zip(outputs, got, truths)}
     document = {"split": split, "examples": len(data.x_valid), "weights": str(weights), "outputs": reports}
     written = _write(spec_path, document) if spec_path.is_dir() else []
     if as_json:
-        typer.echo(json.dumps({**document, "written": [str(p) for p in written]}, indent=2))
+        typer.echo(json.dumps({**document, "written": [str(p) for p in written]}, indent=2, allow_nan=False))
         return
     console = Console(width=120)
     what = f"examples of {printable(split)}" if test_file else f"{split} examples"
@@ -71,13 +80,52 @@ def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device
         console.print("(a spec file, not a run folder: nothing written; give the run folder to keep the figures)")
 
 
-def _outputs(model: Any, spec: ValidSpec, data: Dataset) -> list[np.ndarray]:
-    """Every output of the model on every validation example, as numpy, in the spec's output order."""
+def _check_file_source(spec: ValidSpec, split: str) -> None:
+    """--split FILE reads the file with the data source's own reader; a source that makes its examples (spirals,
+    sine, the bundled digits) has no file format, so the file would be ignored and the figures be the split's."""
+    source = (spec.values.get("data") or {}).get("source")
+    if source is None or source in APPLIES["test_path"]:  # NOTE: no data at all: load_data says so
+        return
+    *some, last = APPLIES["test_path"]
+    raise SpecError.at(None, f"--split {label(split)}: the data of {spec.path} is source {source}, which makes "
+                       "its examples and reads no file, so there is no file of examples to evaluate",
+                       "evaluate its validation split (--split validation) or its test split (--split test, with "
+                       f"data.test_split); a file of examples is for the {', '.join(some)} and {last} "
+                       "sources")  # fmt: skip
+
+
+def _unstandardized(spec: ValidSpec) -> ValidSpec:
+    """The spec as evaluate reads its examples: inputs as the data holds them, not standardized with the data's own
+    statistics, so that `_outputs` applies the weights' as run does (float inputs kept as the sources' float32, which
+    is what training standardizes before casting to a float16 input). Regression targets are still standardized with
+    the data's statistics, and `_report` puts them back with the same ones."""
+    data = spec.values.get("data") or {}
+    inputs = {k: (shape, "float32" if is_float(dtype) else dtype) for k, (shape, dtype) in spec.inputs.items()}
+    return replace(spec, values={**spec.values, "data": {**data, "normalize": False}}, inputs=inputs)
+
+
+def _outputs(model: Any, spec: ValidSpec, contract: RunContract, data: Dataset, where: str) -> list[np.ndarray]:
+    """Every output of the model on every example, as numpy, in the spec's output order, computed as run computes
+    them (run's own functions): the inputs standardized with the weights' statistics, a value infinite once
+    standardized refused, and every output checked for NaN and infinity, naming the example and position. A
+    classifier's and a language model's outputs are their scores; a regression's are in the target's units (the
+    weights' target statistics)."""
+    names = list(spec.inputs)
+    xs = [prepare(x, spec, contract, Path(f"{where}[{k}]" if len(names) > 1 else where), k, allow_nonfinite=None)
+          for k, x in zip(names, fields(data.x_valid, names))]  # fmt: skip
     parts: list[list[np.ndarray]] = [[] for _ in spec.outputs]
-    for x, _ in eval_batches(data.x_valid, data.y_valid, spec.batch_size):
-        for part, out in zip(parts, model.outputs(*[Tensor(a) for a in fields(x, list(spec.inputs))])):
+    for i in range(0, len(xs[0]), spec.batch_size):
+        for part, out in zip(parts, model.outputs(*[Tensor(x[i : i + spec.batch_size]) for x in xs])):
             part.append(out.numpy())
-    return [np.concatenate(p) for p in parts]
+    ret = []
+    for o, part in zip(spec.outputs, parts):
+        head = contract.heads.get(o, RunContract()) if contract.task == "multi" else contract
+        out = np.concatenate(part)
+        with np.errstate(all="ignore"):  # NOTE: an overflow is said in words below, never as a RuntimeWarning
+            result = to_result(head, out)
+        check_outputs(result, None, f"output {o}" if len(spec.outputs) > 1 else "output")
+        ret.append(result if head.task == "regress" else out)
+    return ret
 
 
 def _head(data: Dataset, name: str) -> dict[str, Any]:
@@ -89,14 +137,15 @@ def _head(data: Dataset, name: str) -> dict[str, Any]:
 
 
 def _report(head: dict[str, Any], out: np.ndarray, truth: np.ndarray, spec: ValidSpec) -> dict[str, Any]:
+    """One output's figures; `out` a regression's predictions in the target's units already (`_outputs`)."""
     task = head["task"]
     if task == "classify":
         return {"task": task, **classification(out, truth, head["class_names"])}
     if task == "language":
         return {"task": task, **language(out, truth)}
     stats = head["target_stats"]
-    if stats:  # NOTE: trained on standardized targets: both sides back in the target's own units
-        out, truth = out * stats["std"] + stats["mean"], truth * stats["std"] + stats["mean"]
+    if stats:  # NOTE: the data's targets standardized with its own statistics: back in the target's own units
+        truth = truth * stats["std"] + stats["mean"]
     return {"task": task, **regression(out, truth, _target_names(spec, truth))}
 
 
@@ -114,7 +163,7 @@ def _write(folder: Path, document: dict[str, Any]) -> list[Path]:
         where = hashlib.sha256(os.path.realpath(split).encode("utf-8", "surrogateescape")).hexdigest()[:8]
         split = f"file-{re.sub(r'[^A-Za-z0-9_-]+', '_', Path(split).stem)[:80]}-{where}"
     path = folder / f"evaluation-{split}.json"
-    atomic_write(path, (json.dumps(document, indent=2) + "\n").encode())
+    atomic_write(path, (json.dumps(document, indent=2, allow_nan=False) + "\n").encode())  # NOTE: standard JSON
     written = [path]
     confusions = {k: r for k, r in document["outputs"].items() if r["task"] == "classify"}
     if confusions and (png := _confusion_png(confusions)) is not None:

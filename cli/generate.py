@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from specgrad.cli.run import load_model, spec_and_weights
+from specgrad.cli.run import load_model, read_contract, spec_and_weights
 
 from specgrad.device import Device
 from specgrad.modelspec.builder import Model
@@ -44,7 +44,8 @@ def generate(spec_path: Path, weights: Path | None, prompt: str, tokens: int, te
         shown = ", ".join(f"'{printable(chr(c))}' (U+{c:04X})" for c in outside[:5])
         raise SpecError.at(None, f"--prompt holds characters the model does not know: {shown}; it reads codes 0.."
                            f"{vocab - 1}", "use only characters of the text it was trained on")  # fmt: skip
-    model, _ = load_model(spec, weights)
+    model, meta = load_model(spec, weights)
+    read_contract(spec, meta, weights)  # NOTE: run's check of the metadata: a task that is not language is refused
     generator = _generator(spec, model, context, codes)
     stream = generator.generate(codes, tokens, temperature, top_k, seed)
     try:

@@ -24,7 +24,7 @@ from specgrad import Device, Tensor
 from specgrad.flags import MAX_FILE_MB
 from specgrad.helpers import atomic_write, prod
 from specgrad.modelspec.builder import Model, build_model
-from specgrad.modelspec.contract import ContractError, RunContract, contract_from_meta, spec_task
+from specgrad.modelspec.contract import ContractError, RunContract, contract_from_meta, spec_task, unwritten
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import MIB, check_regular, read_data
 from specgrad.modelspec.validate import ValidSpec, is_float, validate_file
@@ -155,18 +155,26 @@ def named_file(path: Path, option: str, hint: str | None = None) -> None:
 
 
 def served_meta(spec: ValidSpec, meta: dict[str, str]) -> dict[str, str]:
-    """The weights' metadata, with the task guessed from the spec when it does not name one (weights another tool
-    wrote): the task training gives the spec (its loss says: mse a regression, cross_entropy a language model on text
-    data, else a classifier), a regression for a spec without data; a model with several outputs takes each output's
-    task from its loss in train.losses (cross_entropy: classify), or, without them, gives its outputs as they are."""
+    """The weights' metadata, with the task taken from the spec when it does not name one (weights another tool wrote,
+    or an edit removed it): the task training gives the spec (its loss says: mse a regression, cross_entropy a
+    language model on text data, else a classifier), a regression for a spec without data. A model with several
+    outputs gets each output's task from its loss, beside what the weights hold for it (its targets' statistics, its
+    class names), so that those are applied (or refused) as for any weights; a spec without data leaves its outputs
+    as they are."""
     if meta.get("task"):
         return meta
     if len(spec.inputs) > 1 or len(spec.outputs) > 1:
-        if not spec.values["train"]["losses"]:
+        tasks = {o: spec_task(spec, o) if o in spec.losses else None for o in spec.outputs}
+        if None in tasks.values():
             return meta
-        tasks = {o: {"task": "classify" if loss == "cross_entropy" else "regress"} for o, (loss, _) in
-                 spec.losses.items()}  # fmt: skip
-        return {**meta, "task": "multi", "outputs": json.dumps(tasks)}
+        try:
+            given = json.loads(meta["outputs"]) if meta.get("outputs") else {}
+        except (json.JSONDecodeError, RecursionError):
+            return {**meta, "task": "multi"}  # NOTE: contract_from_meta says what is wrong with it
+        if not isinstance(given, dict) or not all(isinstance(v, dict) for v in given.values()):
+            return {**meta, "task": "multi"}
+        heads = {o: {"task": t, **given.get(o, {})} for o, t in tasks.items()}
+        return {**meta, "task": "multi", "outputs": json.dumps({**given, **heads})}
     return {**meta, "task": spec_task(spec) or "regress"}
 
 
@@ -174,10 +182,28 @@ def read_contract(spec: ValidSpec, meta: dict[str, str], weights: Path) -> RunCo
     """What to apply around the model, from the weights' metadata (the task guessed from the spec when it is
     missing, as for weights another tool wrote)."""
     try:
-        return contract_from_meta(spec, served_meta(spec, meta))
+        contract = contract_from_meta(spec, served_meta(spec, meta))
     except ContractError as e:
         raise SpecError.at(None, f"the metadata of {weights} does not fit the model of {spec.path}: {e}",
                            "pass weights that `specgrad train` wrote for this spec") from None  # fmt: skip
+    if missing := unwritten(spec, meta):
+        raise SpecError.at(None, f"the metadata of {weights} lacks what `specgrad train` writes for {spec.path}: "
+                           f"{'; '.join(missing)}", _unwritten_hint(meta, missing))  # fmt: skip
+    return contract
+
+
+def _unwritten_hint(meta: dict[str, str], missing: list[str]) -> str:
+    """Weights specgrad wrote had it (an edit removed it); another tool's (no spec_hash) may have been trained on raw
+    values, which the spec can say."""
+    if meta.get("spec_hash"):
+        return ("training writes it with the weights (the checksums do not cover the metadata), so the file was "
+                "changed after training: pass the model.safetensors of the run, as `specgrad train` wrote "
+                "it")  # fmt: skip
+    said = " ".join(missing)
+    raw = [f"--set data.{key}=false" for key in ("normalize", "normalize_target") if f"data.{key} " in said]
+    return (f"the weights carry no specgrad metadata (another tool's?), and without the statistics the model's numbers "
+            f"would be wrong: if they were trained on raw values, say so with {' '.join(raw)}; "
+            "else pass weights that `specgrad train` wrote for this spec")  # fmt: skip
 
 
 def predict(model: Model, x: np.ndarray) -> np.ndarray:
@@ -350,10 +376,11 @@ READERS: dict[str, Callable[[bytes, Path, ValidSpec, RunContract, bool], np.ndar
 
 
 def prepare(x: np.ndarray, spec: ValidSpec, contract: RunContract, path: Path, name: str | None = None,
-            allow_nonfinite: bool = False) -> np.ndarray:  # fmt: skip
+            allow_nonfinite: bool | None = False) -> np.ndarray:  # fmt: skip
     """Float inputs standardized with the training statistics in the weights (a value that is finite as given but not
     once standardized and cast is refused, as NaN in the input is); token ids checked and cast. `name` picks the
-    input of a model with several (its statistics are contract.inputs[name])."""
+    input of a model with several (its statistics are contract.inputs[name]). `allow_nonfinite` None: the command has
+    no --allow-nonfinite (evaluate), so such a value is refused and the hint does not offer it."""
     name = name or next(iter(spec.inputs))
     dtype = spec.inputs[name][1]
     if not is_float(dtype):
@@ -370,7 +397,7 @@ def prepare(x: np.ndarray, spec: ValidSpec, contract: RunContract, path: Path, n
 
 
 def _check_standardized(x: np.ndarray, ret: np.ndarray, stats: dict[str, np.ndarray], path: Path,
-                        allow_nonfinite: bool) -> None:  # fmt: skip
+                        allow_nonfinite: bool | None) -> None:  # fmt: skip
     """A value of `x` that is finite, but infinite (or NaN) once standardized and cast to the model's dtype: near the
     float32 limit, or beyond it in a .json or .csv (read as float64). Values already NaN in `x` were said before."""
     bad = np.argwhere(~np.isfinite(ret) & np.isfinite(x))
@@ -386,13 +413,14 @@ def _check_standardized(x: np.ndarray, ret: np.ndarray, stats: dict[str, np.ndar
     if stats:
         mean, std = (np.broadcast_to(stats[k], x.shape[1:])[i[1:]] for k in ("mean", "std"))
         trained = f"the model was trained on values with mean {mean:.4g} and std {std:.4g} there: "
-    raise SpecError.at(None, found, f"{trained}check the example's units, or leave it out; or pass --allow-nonfinite "
-                       "to run it anyway")  # fmt: skip
+    raise SpecError.at(None, found, f"{trained}check the example's units, or leave it out"
+                       f"{_or_allow(allow_nonfinite, 'run it anyway')}")  # fmt: skip
 
 
-def check_outputs(out: np.ndarray, allow_nonfinite: bool, what: str = "output") -> None:
+def check_outputs(out: np.ndarray, allow_nonfinite: bool | None, what: str = "output") -> None:
     """No NaN or infinity reaches an output with exit 0: the first is an error naming its example and position (the
-    inputs were finite, so the weights overflowed float32 on it), or with `allow_nonfinite` a warning."""
+    inputs were finite, so the weights overflowed float32 on it), or with `allow_nonfinite` a warning (None: the
+    command has no --allow-nonfinite, as in `prepare`)."""
     bad = np.argwhere(~np.isfinite(out)) if out.dtype.kind == "f" else []
     if not len(bad):
         return
@@ -404,8 +432,13 @@ def check_outputs(out: np.ndarray, allow_nonfinite: bool, what: str = "output") 
         typer.echo(f"warning: {found}; reported as it is (--allow-nonfinite)", err=True)
         return
     raise SpecError.at(None, found, "the model overflowed float32 on it: check the example's units (values far from "
-                       "those it was trained on), or the weights; or pass --allow-nonfinite to report it "
-                       "anyway")  # fmt: skip
+                       f"those it was trained on), or the weights{_or_allow(allow_nonfinite, 'report it anyway')}"
+                       )  # fmt: skip
+
+
+def _or_allow(allow_nonfinite: bool | None, what: str) -> str:
+    """The end of a hint that offers --allow-nonfinite, where the command has it (None: it does not)."""
+    return "" if allow_nonfinite is None else f"; or pass --allow-nonfinite to {what}"
 
 
 def _tokens(x: np.ndarray, spec: ValidSpec, name: str, dtype: str, path: Path) -> np.ndarray:

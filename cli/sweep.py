@@ -15,6 +15,7 @@ through a link, never a FIFO), checked before any trial starts; a Ray address is
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import importlib.util
 import io
 import json
@@ -35,22 +36,26 @@ import typer
 from rich.console import Console
 from specgrad.cli.compare import plot_notes, print_table
 from specgrad.cli.errors import handled
-from specgrad.cli.train import train
+from specgrad.cli.train import train, with_length
 
 from specgrad.flags import MAX_FILE_MB, SPEC_ALLOW_OUTSIDE, SPEC_ROOT
 from specgrad.helpers import DeviceUnavailable
 from specgrad.modelspec.errors import Problem, SpecError, excerpt, printable
 from specgrad.modelspec.validate import ValidSpec, validate_file
+from specgrad.modelspec.weights import given_init, init_file
 from specgrad.runtime.ops_clang import cores
-from specgrad.train.compare import MAX_METRICS, curves_png, differences
+from specgrad.train.compare import MAX_METRICS, curves_png, differences, read_run
+from specgrad.train.data import data_file
 from specgrad.train.folder_io import REMOVE_HINT, entry_kind, folder_of, open_append_in, read_tail_in, write_in
-from specgrad.train.run_folder import LOCK, RESOLVED, RUN_FILES, locked, new_run_folder, spec_file
+from specgrad.train.run_folder import LOCK, PATH_KEYS, RESOLVED, RUN_FILES, locked, new_run_folder, spec_file
 from specgrad.train.sweep import (
+    BUSY,
     INTERRUPTED,
     LOGS,
     MAX_ERROR,
     Plan,
     Trial,
+    check_as_planned,
     is_compute_device,
     is_failure,
     parse_grid,
@@ -110,7 +115,7 @@ def _start(spec_path: Path, grid_texts: list[str], random: int | None, seed: int
                            f"(<name>-sweep-<n>) would have a longer name than a file system allows ({NAME_MAX} bytes)",
                            "shorten the name, for example with --set name=short")  # fmt: skip
     digest = spec_digest(str(path), "SPEC")
-    folder = new_run_folder(out or Path("runs"), f"{name}-sweep")
+    folder = new_run_folder(out or Path("runs"), name, "-sweep")
     plan = Plan(str(path.resolve()), digest, overrides, epochs, steps, device, grid, random, seed, trials)
     plan.write(folder)
     return folder, plan
@@ -238,6 +243,11 @@ def _run(folder: Path, plan: Plan, backend: str, parallel: int | None) -> None:
             return
         error = _error(folder, trial) if is_failure(outcome) else ""
         record_result(folder, results, trial, outcome, error)
+        if outcome == BUSY:  # NOTE: recorded as not failed: a later --resume runs it
+            refused.append(trial.name)
+            typer.echo(f"{said}: not run: {printable(str(folder / trial.name))} is in use by another specgrad "
+                       "process", err=True)  # fmt: skip
+            return
         typer.echo(f"{said}: {printable(_outcome(outcome, error))}")
 
     runner = _ray if backend == "ray" else _local
@@ -388,7 +398,7 @@ def _ray(folder: Path, todo: list[Trial], at_once: int, threads: int,
 def _write_summary(folder: Path, plan: Plan, results: dict[str, dict[str, Any]]) -> None:
     """summary.json and summary.csv (every trial, best first), summary.txt (the compare table of the finished
     trials), compare.png (their curves, with matplotlib); the table printed."""
-    rows, runs = summary(folder, plan, results)
+    rows, runs = summary(folder, plan, results, lambda trial: planned_values(plan, trial))
     write_in(folder, "summary.json", (json.dumps({"trials": rows}, indent=2) + "\n").encode())
     write_in(folder, "summary.csv", summary_csv(rows, list(plan.grid)).encode())
     if runs:
@@ -435,13 +445,50 @@ def trial_main(folder: Path, name: str) -> None:
             what = "a regular file" if kind == "file" else kind
             raise SpecError.at(None, f"{run} is not a folder but {what}: a trial's run folder belongs in its place",
                                f"remove {run}, then resume the sweep")  # fmt: skip
+        if kind == "folder" and _in_use(run):
+            typer.echo(printable(f"error: {run} is in use by another specgrad process\n  hint: the sweep runs this "
+                                 f"trial when resumed (specgrad sweep --resume {folder})"), err=True)  # fmt: skip
+            raise typer.Exit(BUSY)
         if kind == "folder" and entry_kind(folder, f"{name}/{RESOLVED}") != "missing":
+            check_as_planned(run, trial, planned_values(plan, trial), read_run(run).spec)
             train(None, [], plan.device, None, None, None, resume=run)  # NOTE: the run folder's reading checks the rest
             return
         if kind == "folder":
             _clear_unstarted(folder, name)
         train(Path(plan.spec), [*plan.overrides, *trial.overrides], plan.device, None, plan.epochs, plan.steps,
               folder=run)  # fmt: skip
+
+
+def planned_values(plan: Plan, trial: Trial) -> dict[str, Any]:
+    """The spec the plan gives a trial (its spec, --set, the trial's overrides, --epochs or --steps) as the trial's
+    run folder holds it once read back (compare's Run.spec: validated, the files it names by real path). A resumed
+    trial trains its folder's spec.resolved.yaml, so it must be this, not a copy edited in the folder."""
+    overrides = [*plan.overrides, *trial.overrides]
+    spec = with_length(validate_file(plan.spec, overrides, data_files=False, init_file=False), plan.epochs, plan.steps)
+    values = {k: v for k, v in spec.values.items() if k != "extends"}
+    if isinstance(data := values.get("data"), dict):
+        values["data"] = {**data, **{k: os.path.realpath(data_file(spec, k)) for k in PATH_KEYS if data.get(k)}}
+    if (init := given_init(spec.node("init"))) is not None:
+        values["init"] = {**values["init"], "from": os.path.realpath(init_file(init, spec.path))}
+    return values
+
+
+def _in_use(run: Path) -> bool:
+    """Whether another process holds the trial's run folder (its lock): the trial is then not run, and not failed.
+    Only looked at: the lock is not made, and one that is not a regular file is left to train's own refusal."""
+    try:
+        fd = os.open(run / LOCK, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)  # NOTE: and the lock with it, for train to take
 
 
 def _clear_unstarted(folder: Path, name: str) -> None:

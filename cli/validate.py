@@ -7,9 +7,9 @@ from pathlib import Path
 
 import numpy as np
 import typer
-from rich.console import Console
 from rich.table import Table
 from rich.text import Text
+from specgrad.cli.console import Console
 
 from specgrad.modelspec.errors import Problem, SpecError, label, printable
 from specgrad.modelspec.validate import ValidSpec, validate_file

@@ -22,6 +22,7 @@ from specgrad.modelspec.validate import ENCODINGS, ValidSpec, is_float
 TASKS = ("classify", "regress", "language", "multi")  # NOTE: multi: several inputs or outputs, a contract per output
 OUTPUTS = {"classify": ("logits", "probabilities"), "language": ("logits", "probabilities"), "regress": ("prediction",)}
 TRAINS = {"classify": "a classifier", "regress": "a regression", "language": "a language model"}
+NAMED_CLASSES = ("csv", "images")  # NOTE: sources whose classes have names in the data (a label column, folder names)
 TINY = float(np.finfo(np.float32).tiny)  # NOTE: the smallest normal float32; training never writes a smaller std
 
 
@@ -144,6 +145,8 @@ def contract_from_meta(spec: ValidSpec, meta: dict[str, str] | None) -> RunContr
         raise ContractError(f"the weights' task is multi (a model with several inputs or outputs), but {spec.path} "
                             "has one input and one output")  # fmt: skip
     if task == "multi":
+        if meta.get("columns"):
+            _check_columns(spec, None)
         return _named_contract(spec, meta)
     if several:
         raise ContractError(f"a {task} export needs one input and one output, but {spec.path} has inputs "
@@ -154,9 +157,100 @@ def contract_from_meta(spec: ValidSpec, meta: dict[str, str] | None) -> RunContr
     if columns is not None and (columns.width != prod(in_shape) or columns.is_index == is_float(dtype)):
         raise ContractError(f"the weights' columns give {columns.explain()}, but the model's input is {list(in_shape)} "
                             f"of {dtype}")  # fmt: skip
+    if columns is not None:
+        _check_columns(spec, columns)
     head = _head(task, spec.output_shape(spec.outputs[0]), meta, "")
     _check_task(spec, task)
+    _check_unnamed(task, meta, "")
     return RunContract(task, norm, head.target, head.class_names, columns)
+
+
+def _check_columns(spec: ValidSpec, columns: Columns | None) -> None:
+    """The csv columns are those training reads for the spec: data.features in the spec's order (another order would
+    feed each value to the weights of another column, a wrong number with exit 0), never the target, each once; the
+    data.categorical columns with their encodings; vocabularies of distinct values, as the training rows give them
+    (stripped, none empty). Training writes columns for a csv source only (`columns` None: a model with several
+    inputs, whose data is an npz); a spec without data is taken at the weights' word."""
+    data = spec.values.get("data") or {}
+    if not data.get("source"):
+        return
+    if columns is None or data["source"] != "csv":
+        raise ContractError(f"the weights' columns name csv columns, but {spec.path} reads source "
+                            f"{excerpt(str(data['source']), 40)}: training writes columns for a csv source "
+                            "only")  # fmt: skip
+    features, target, categorical = data.get("features"), data.get("target"), data.get("categorical") or {}
+    got = list(columns.features)
+    if features and got != list(features):
+        raise ContractError(f"the weights' columns read the features {_names(got)}, but data.features of {spec.path} "
+                            f"is {_names(features)}: training reads them in the spec's order")  # fmt: skip
+    if target in got or len(set(got)) != len(got):
+        twice = target if target in got else next(f for k, f in enumerate(got) if f in got[:k])
+        raise ContractError(f"the weights' columns read the column '{excerpt(twice, 40)}' "
+                            f"{'as a feature, but it is the target' if twice == target else 'twice'}: training "
+                            "reads each feature once, never the target")  # fmt: skip
+    want = {f: e for f, e in categorical.items() if f in got or not features}
+    have = {f: e for f, (e, _) in columns.categorical.items()}
+    if have != want:
+        raise ContractError(f"the weights' columns encode {_encodings(have)}, but data.categorical of {spec.path} "
+                            f"says {_encodings(want)}")  # fmt: skip
+    for f, (_, values) in columns.categorical.items():
+        bad = next((v for k, v in enumerate(values) if v != v.strip() or not v or v in values[:k]), None)
+        if bad is not None or not values:
+            raise ContractError(f"the weights' columns give the column '{excerpt(f, 40)}' the categories "
+                                f"{_names(list(values))}: training writes each distinct value of the training rows "
+                                "once, stripped, none empty")  # fmt: skip
+
+
+def _names(names: list[str]) -> str:
+    return "[" + ", ".join(excerpt(str(n), 40) for n in names[:20]) + (", ..." if len(names) > 20 else "") + "]"
+
+
+def _encodings(encodings: dict[str, str]) -> str:
+    return ", ".join(f"{excerpt(f, 40)} as {e}" for f, e in encodings.items()) or "no categorical column"
+
+
+def unwritten(spec: ValidSpec, meta: dict[str, str]) -> list[str]:
+    """The metadata `specgrad train` writes for this spec that `meta` lacks (a key missing, or empty where statistics
+    belong), each as "key (what it holds)". Without the statistics the model would read raw inputs, or report targets
+    in standardized units: a wrong number with exit 0, so they are asked of any weights, another tool's too (no
+    spec_hash: specgrad's metadata is not there at all). Weights specgrad wrote also keep the class names their data
+    gives (csv labels, image folders); another tool's are numbered."""
+    data = spec.values.get("data") or {}
+    if not data.get("source"):
+        return []  # NOTE: a spec without data trains nothing: its weights are taken as they are
+    if len(spec.inputs) > 1 or len(spec.outputs) > 1:
+        return _unwritten_named(spec, meta)
+    ((_, dtype),) = spec.inputs.values()
+    ret, task = [], spec_task(spec)
+    if data["normalize"] and data["source"] != "text" and is_float(dtype) and not _json(meta, "normalization", {}):
+        ret.append("normalization (the training split's input mean and std: data.normalize is true)")
+    if task == "regress" and _standardizes_target(data) and not _json(meta, "target_normalization", {}):
+        ret.append("target_normalization (the training targets' mean and std: data.normalize_target is true)")
+    if task == "classify" and data["source"] in NAMED_CLASSES and meta.get("spec_hash") and not meta.get("class_names"):
+        ret.append(f"class_names (the names of the classes in the {data['source']} data)")
+    return ret
+
+
+def _standardizes_target(data: dict[str, Any]) -> bool:
+    """Whether training standardizes a regression's targets: a digits autoencoder's target is the image itself."""
+    return bool(data["normalize_target"]) and data.get("target") != "input"
+
+
+def _unwritten_named(spec: ValidSpec, meta: dict[str, str]) -> list[str]:
+    """`unwritten` for a model with several inputs or outputs: statistics per float input, and per regression output
+    (by its loss) its targets' statistics."""
+    data, ret = spec.values["data"], []
+    norms, outs = _json(meta, "normalization", {}), _json(meta, "outputs", {})
+    norms, outs = norms if isinstance(norms, dict) else {}, outs if isinstance(outs, dict) else {}
+    for name, (_, dtype) in spec.inputs.items():
+        if data["normalize"] and is_float(dtype) and not norms.get(name):
+            ret.append(f"normalization of the input {name} (its training mean and std: data.normalize is true)")
+    for name, (loss, _) in spec.losses.items():
+        head = outs.get(name) if isinstance(outs.get(name), dict) else {}
+        if loss == "mse" and data["normalize_target"] and not head.get("target_normalization"):
+            ret.append(f"target_normalization of the output {name} (its training targets' mean and std: "
+                       "data.normalize_target is true)")  # fmt: skip
+    return ret
 
 
 def spec_task(spec: ValidSpec, output: str | None = None) -> str | None:
@@ -203,6 +297,14 @@ def _head(task: str, out_shape: tuple[int, ...], meta: dict[str, str], where: st
     return RunContract(task, target=target, class_names=names)
 
 
+def _check_unnamed(task: str, meta: dict[str, str], where: str) -> None:
+    """Class names belong to a classifier: on another task (whose own task was checked first) they are not what
+    training writes."""
+    if task != "classify" and _json(meta, "class_names", None):
+        raise ContractError(f"the weights' class_names{where} name classes, but the task{where} is {task}: training "
+                            "writes class names for a classifier only")  # fmt: skip
+
+
 def _named_contract(spec: ValidSpec, meta: dict[str, str]) -> RunContract:
     """Several inputs or outputs: statistics per float input (normalization: {input: {mean, std}}) and a contract per
     output (outputs: {output: {task, target_normalization, class_names}}), every output of the spec named once."""
@@ -222,6 +324,7 @@ def _named_contract(spec: ValidSpec, meta: dict[str, str]) -> RunContract:
                       f" of the output {o}") for o in spec.outputs}  # fmt: skip
     for o in spec.outputs:
         _check_task(spec, outs[o]["task"], o)
+        _check_unnamed(outs[o]["task"], {k: json.dumps(v) for k, v in outs[o].items()}, f" of the output {o}")
     return RunContract("multi", inputs=inputs, heads=heads)
 
 
@@ -239,6 +342,10 @@ def _stats(meta: dict[str, str], key: str, shape: tuple[int, ...], where: str = 
     stats = _json(meta, key, {})
     if not stats:
         return {}
+    if not isinstance(stats, dict) or set(stats) - {"mean", "std"}:  # NOTE: one missing: said below, with the shape
+        keys = ", ".join(excerpt(str(k), 40) for k in stats) if isinstance(stats, dict) else type(stats).__name__
+        raise ContractError(f"the weights' {key}{where} holds {keys}: training writes a mean and a std, nothing "
+                            "else")  # fmt: skip
     try:
         with np.errstate(over="ignore"):  # NOTE: a value past float32 is infinity, refused in words by _check_stats
             ret = {k: np.ascontiguousarray(np.broadcast_to(np.asarray(stats[k], np.float32), shape))

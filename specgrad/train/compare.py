@@ -19,7 +19,7 @@ from typing import Any
 from specgrad.modelspec.errors import SpecError, excerpt
 from specgrad.modelspec.validate import validate_file
 from specgrad.train.folder_io import LOG_CAP, STATE_CAP, json_lines, parse_json, read_in, regular_file
-from specgrad.train.plots import MAX_PANELS, panels, plain, plottable, png
+from specgrad.train.plots import MAX_PANELS, panels, plain, plottable, png, quiet
 from specgrad.train.run_folder import FINAL, METRICS, PATH_KEYS, RESOLVED, is_run_folder, resolved_spec_file
 
 HIGHER_IS_BETTER = ("accuracy",)  # NOTE: every other metric (loss) is better lower
@@ -284,21 +284,27 @@ def curves_png(runs: list[Run], labels: list[str]) -> bytes | None:
     made = panels(max(1, len(names)), 5.5, 4.2)
     if made is None:
         return None
+    fig, axes = made
+    with quiet():
+        for ax, name in zip(axes, names):
+            _panel(ax, name, [(plain(label), run.curves.get(name) or []) for run, label in zip(runs, labels)])
+        if axes[0].get_legend_handles_labels()[0]:  # NOTE: no line drawn (nothing plottable): no legend, no warning
+            axes[0].legend(fontsize=7)
+    return png(fig)
+
+
+def _panel(ax: Any, name: str, lines: list[tuple[str, list[tuple[int, Any]]]]) -> None:
+    """The panel of curve `name`: a line per run, (its legend entry, already plain, and its points)."""
     from matplotlib.ticker import MaxNLocator
 
-    fig, axes = made
-    for ax, name in zip(axes, names):
-        values = []
-        for run, label in zip(runs, labels):
-            points = thinned([(e, v) for e, v in run.curves.get(name) or [] if plottable(v)])
-            values += [v for _, v in points]
-            if points:
-                ax.plot([e for e, _ in points], [v for _, v in points], marker=".", label=plain(label))
-        if name.endswith("loss") and values and min(values) > 0 and max(values) > 100 * min(values):
-            ax.set_yscale("log")  # NOTE: runs far apart, or a loss falling by orders of magnitude
-        ax.set_title(plain(name))
-        ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if axes[0].get_legend_handles_labels()[0]:  # NOTE: no line drawn (nothing plottable): no legend, no warning
-        axes[0].legend(fontsize=7)
-    return png(fig)
+    values = []
+    for label, curve in lines:
+        points = thinned([(e, v) for e, v in curve if plottable(v)])
+        values += [v for _, v in points]
+        if points:
+            ax.plot([e for e, _ in points], [v for _, v in points], marker=".", label=label)
+    if name.endswith("loss") and values and min(values) > 0 and max(values) > 100 * min(values):
+        ax.set_yscale("log")  # NOTE: runs far apart, or a loss falling by orders of magnitude
+    ax.set_title(plain(name))
+    ax.set_xlabel("epoch")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))

@@ -32,8 +32,10 @@ import csv
 import io
 import math
 import os
+import re
 import warnings
 import zipfile
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -1529,7 +1531,10 @@ def read_image(raw: bytes, shown: str, shape: tuple[int, ...], resize: bool, ima
             warnings.simplefilter("ignore", UserWarning)  # NOTE: e.g. palette transparency notes on conversion
             with image.open(io.BytesIO(raw), formats=("PNG", "JPEG")) as img:
                 _check_declared_size(img, shown, shape, resize)
-                _check_jpeg_length(img, raw, shown)
+                if img.format == "JPEG":
+                    _check_jpeg(raw, shown)
+                else:
+                    _check_png_rows(img, raw, shown)
                 if resize and img.format == "JPEG":
                     img.draft(IMAGE_MODES[channels], (w, h))  # NOTE: JPEG decodes at a smaller scale, faster
                 img = ImageOps.exif_transpose(img)
@@ -1576,21 +1581,165 @@ def _check_declared_size(img: Any, shown: str, shape: tuple[int, ...], resize: b
                          )  # fmt: skip
 
 
-ARITHMETIC_SOF = tuple(b"\xff" + bytes([m]) for m in (0xC9, 0xCA, 0xCB, 0xCD, 0xCE, 0xCF))
+JPEG_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}  # NOTE: DHT, JPG and DAC share the range
+JPEG_ARITHMETIC = frozenset(range(0xC9, 0xD0)) - {0xCC}
+JPEG_MARKER = re.compile(rb"\xff[^\x00\xd0-\xd7\xff]")  # NOTE: ends a scan's data: not a stuffed FF00, RSTn or fill
+JPEG_RST = tuple(bytes([0xFF, m]) for m in range(0xD0, 0xD8))
+NOT_FILL = re.compile(rb"[^\xff]")  # NOTE: a marker's code after its FF and any fill bytes
 
 
-def _check_jpeg_length(img: Any, raw: bytes, shown: str) -> None:
-    """Refuse a JPEG too short for the pixels it declares. libjpeg fills the missing part of a cut-short scan with
-    gray and only warns (Pillow passes the warning by), so such a file would be trained on. A Huffman-coded JPEG
-    spends at least one bit on each 8x8 block of its full-resolution component (a DC code), so it holds at least
-    blocks / 8 bytes; arithmetic coding (rare) has no such floor and is not checked."""
-    if img.format != "JPEG" or any(m in raw for m in ARITHMETIC_SOF):
-        return
+class _Damaged(ValueError):
+    """A JPEG whose markers do not hold together; `what` says how, `at` the byte where it was found."""
+
+    def __init__(self, what: str, at: int) -> None:
+        super().__init__(f"{what} at byte {at:,}")
+
+
+def _jpeg_frame(seg: bytes, at: int) -> tuple[int, int, int]:
+    """(width, height, 8x8 blocks of its largest component) from an SOF segment's body: a component sampled h x v of
+    the largest hmax x vmax covers ceil(width * h / hmax) x ceil(height * v / vmax) pixels."""
+    if len(seg) < 6 or len(seg) != 6 + 3 * seg[5] or seg[5] == 0:
+        raise _Damaged("a frame header of the wrong length", at)
+    height, width = int.from_bytes(seg[1:3], "big"), int.from_bytes(seg[3:5], "big")
+    factors = [(seg[7 + 3 * k] >> 4, seg[7 + 3 * k] & 15) for k in range(seg[5])]
+    if not width or not height or not all(1 <= h <= 4 and 1 <= v <= 4 for h, v in factors):
+        raise _Damaged("a frame header with a zero size or a bad sampling factor", at)
+    hmax, vmax = max(h for h, _ in factors), max(v for _, v in factors)
+    blocks = max(math.ceil(math.ceil(width * h / hmax) / 8) * math.ceil(math.ceil(height * v / vmax) / 8)
+                 for h, v in factors)  # fmt: skip
+    return width, height, blocks
+
+
+def _jpeg_scan_end(raw: bytes, start: int) -> tuple[int, int]:
+    """(where the entropy-coded data from `start` ends, how many coded bytes it holds): the next marker that is not a
+    stuffed FF00 or a restart marker; those are not counted. bytes.find and count only: no Python loop per byte."""
+    found = JPEG_MARKER.search(raw, start)
+    if found is None:
+        raise _Damaged("a scan that runs to the end of the file (no end-of-image marker)", start)
+    end = found.start()
+    data = raw[start:end]
+    return end, len(data) - data.count(b"\xff\x00") - 2 * sum(data.count(m) for m in JPEG_RST)
+
+
+def jpeg_coding(raw: bytes) -> tuple[bool, int, int, int, int]:
+    """Walk a JPEG's markers from SOI to EOI: (arithmetic coded, width, height, blocks of its largest component,
+    entropy-coded bytes of all its scans). Segments are skipped by their lengths, so bytes inside an EXIF thumbnail or
+    a comment are never taken for markers; a missing SOI or EOI, a segment past the end, a second frame, a scan before
+    the frame, or stray bytes between segments raise _Damaged. Linear in the file's size."""
+    if raw[:2] != b"\xff\xd8":
+        raise _Damaged("no start-of-image marker", 0)
+    at, frame, coded, scans = 2, None, 0, 0
+    while True:
+        if raw[at : at + 1] != b"\xff":
+            raise _Damaged("stray bytes where a marker belongs" if at < len(raw) else "no end-of-image marker", at)
+        if (code := NOT_FILL.search(raw, at)) is None:  # NOTE: fill bytes FF may precede any marker
+            raise _Damaged("no end-of-image marker", len(raw))
+        marker, at = raw[code.start()], code.start() + 1
+        if marker == 0xD9:
+            break
+        if 0xD0 <= marker <= 0xD7 or marker in (0x00, 0x01, 0xD8):
+            raise _Damaged(f"a misplaced marker FF{marker:02X}", at - 2)
+        size = int.from_bytes(raw[at : at + 2], "big")
+        if size < 2 or at + size > len(raw):
+            raise _Damaged("a segment longer than the file" if size >= 2 else "a segment length under 2", at - 2)
+        seg, at = raw[at + 2 : at + size], at + size
+        if marker in JPEG_SOF:
+            if frame is not None:
+                raise _Damaged("a second frame header", at - size - 2)
+            frame = (marker in JPEG_ARITHMETIC, *_jpeg_frame(seg, at - size - 2))
+        elif marker == 0xDA:
+            if frame is None:
+                raise _Damaged("a scan before the frame header", at - size - 2)
+            at, n = _jpeg_scan_end(raw, at)
+            coded, scans = coded + n, scans + 1
+    if frame is None or not scans:
+        raise _Damaged("an end-of-image marker before any frame or scan", at - 2)
+    return (*frame, coded)
+
+
+def _check_jpeg(raw: bytes, shown: str) -> None:
+    """Refuse a JPEG whose markers do not hold together, or whose scans hold too few bytes for the pixels its frame
+    declares. libjpeg fills the missing part of a cut-short or emptied scan with gray and only warns (Pillow passes the
+    warning by), so such a file would be trained on.
+
+    The floor, for Huffman coding: a JPEG's first DC scan of a component (sequential or progressive, interleaved or
+    not) codes every 8x8 block of that component, at least the component's ceil(w/8) x ceil(h/8) blocks (an
+    interleaved scan codes whole MCUs, more), and each block's DC difference is a Huffman code of at least one bit. So
+    the scans of an honest file hold at least blocks / 8 bytes of its largest component, stuffing and restart markers
+    not counted; a one-colour 2400x1800 image saved with optimized tables holds about 2 bits per block. Arithmetic
+    coding (rare) can code a flat block in a fraction of a bit and gets no floor, only the marker walk."""
+    try:
+        arithmetic, width, height, blocks, coded = jpeg_coding(raw)
+    except _Damaged as e:
+        raise ValueError(f"{shown} cannot be read as an image: it is damaged or cut short (JPEG: {e})") from None
+    least = math.ceil(blocks / 8)
+    if not arithmetic and coded < least:
+        raise ValueError(f"{shown} declares {width}x{height} pixels but its image data holds {coded:,} bytes, too few "
+                         f"for them (at least {least:,}): it is damaged or cut short")  # fmt: skip
+
+
+PNG_CHANNELS = {0: 1, 2: 3, 3: 1, 4: 2, 6: 4}  # NOTE: colour type -> samples per pixel (gray, RGB, palette, GA, RGBA)
+# NOTE: Adam7's seven passes, each (first column, first row, column step, row step)
+ADAM7 = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+INFLATE_CHUNK = 1 << 20  # NOTE: bytes of a PNG's image data decompressed at a time when counting them
+
+
+def png_data_size(width: int, height: int, depth: int, colour: int, interlaced: bool) -> int:
+    """Bytes a PNG's decompressed image data holds: each row of each pass (one, or Adam7's seven) is a filter byte
+    and its pixels' bits rounded up to whole bytes; a pass with no pixel has no rows."""
+    bits, total = depth * PNG_CHANNELS[colour], 0
+    for x, y, dx, dy in ADAM7 if interlaced else ((0, 0, 1, 1),):
+        cols, rows = max(0, -(-(width - x) // dx)), max(0, -(-(height - y) // dy))
+        total += rows * (1 + math.ceil(cols * bits / 8)) if cols else 0
+    return total
+
+
+def _png_idat(raw: bytes) -> bytes | None:
+    """A PNG's IDAT chunks joined, read by chunk lengths up to IEND; None where a chunk runs past the file's end."""
+    at, parts = 8, []
+    while at + 8 <= len(raw):
+        size, kind = int.from_bytes(raw[at : at + 4], "big"), raw[at + 4 : at + 8]
+        if at + 12 + size > len(raw):
+            return None
+        if kind == b"IEND":
+            break
+        if kind == b"IDAT":
+            parts.append(raw[at + 8 : at + 8 + size])
+        at += 12 + size
+    return b"".join(parts)
+
+
+def _png_data_count(data: bytes, need: int) -> int | None:
+    """How many bytes a PNG's image data `data` decompresses to, counted no further than past `need` (in INFLATE_CHUNK
+    pieces, never held whole); None where it does not decompress."""
+    got, z = 0, zlib.decompressobj()
+    try:
+        while data and got <= need and not z.eof:
+            got += len(z.decompress(data, INFLATE_CHUNK))
+            data = z.unconsumed_tail
+    except zlib.error:
+        return None
+    return got
+
+
+def _check_png_rows(img: Any, raw: bytes, shown: str) -> None:
+    """Refuse a PNG whose image data holds fewer bytes than its header's size needs: a complete zlib stream of 3 rows
+    for an 8-row image decodes without an error (Pillow leaves the missing rows 0), so it would be trained on. This
+    costs one more decompression of the data (no more than _check_declared_size allows), about a quarter of Pillow's
+    whole decode, and INFLATE_CHUNK of memory."""
     width, height = img.size
-    least = math.ceil(width / 8) * math.ceil(height / 8) // 8
-    if len(raw) < least:
-        raise ValueError(f"{shown} declares {width}x{height} pixels but holds {len(raw):,} bytes, too few for them "
-                         f"(at least {least:,}): it is damaged or cut short")  # fmt: skip
+    ihdr = raw[16:29]  # NOTE: IHDR's body; Pillow has read it (the first chunk, always) to open the file
+    data = _png_idat(raw)
+    if data is None:
+        raise ValueError(f"{shown} cannot be read as an image: it is damaged or cut short (PNG: its last chunk runs "
+                         "past the end of the file)")  # fmt: skip
+    need = png_data_size(width, height, ihdr[8], ihdr[9], ihdr[12] == 1)
+    if (got := _png_data_count(data, need)) is None:
+        raise ValueError(f"{shown} cannot be read as an image: it is damaged or cut short (PNG: its image data does "
+                         "not decompress)")  # fmt: skip
+    if got < need:
+        raise ValueError(f"{shown} declares {width}x{height} pixels but its image data holds {got:,} of the {need:,} "
+                         "bytes they need: it is damaged or cut short")  # fmt: skip
 
 
 def _load_images(src: _Source) -> Dataset:

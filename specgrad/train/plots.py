@@ -6,9 +6,14 @@ Figures are made without pyplot: no global figure registry to close, no GUI back
 
 from __future__ import annotations
 
+import contextlib
 import io
 import math
+import warnings
+from collections.abc import Iterator
 from typing import Any
+
+from specgrad.modelspec.errors import excerpt
 
 MISSING = "matplotlib is not installed (pip install 'specgrad[plot]')"
 # NOTE: bounds on every figure, whatever its data says (3,000 metric names would be a 1.6 million pixel wide image):
@@ -26,10 +31,21 @@ def plottable(v: Any) -> bool:
 
 
 def plain(text: str) -> str:
-    """Text from a file (a metric, class or folder name) as matplotlib shows it literally: a '$' would start math text,
-    which matplotlib parses and can refuse with an exception; at most MAX_TEXT characters."""
-    text = text if len(text) <= MAX_TEXT else text[: MAX_TEXT - 3] + "..."
-    return text.replace("$", r"\$")
+    """Text from a file (a metric, class or folder name) as matplotlib shows it literally, on one line, at most MAX_TEXT
+    characters: control, format and bidi characters escaped as a terminal's text is (ESC or BEL has no glyph: drawn, it
+    is a box and a warning quoting the raw byte), and a '$' escaped (it would start math text, which matplotlib parses
+    and can refuse with an exception)."""
+    return excerpt(text, MAX_TEXT).replace("$", r"\$")
+
+
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """matplotlib's warnings silenced while a figure is built and drawn: a name from a file in a script the font lacks
+    (CJK, Thai) warns "Glyph ... missing" once per text drawn, with a source line, on the command's stderr.
+    NOTE: only around figure code: every warning raised inside is matplotlib's (or numpy's under it)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 def panels(count: int, width: float, height: float) -> tuple[Any, list[Any]] | None:
@@ -50,13 +66,14 @@ def png(fig: Any, margins: tuple[float, float, float, float] | None = None) -> b
     matplotlib measures every label first (tight_layout), which draws the figure twice."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-    if margins is None:
-        fig.tight_layout()
-    else:
-        width, height = fig.get_size_inches()
-        left, bottom, right, top = margins
-        fig.subplots_adjust(left=left / width, bottom=bottom / height, right=1 - right / width, top=1 - top / height,
-                            wspace=0.3)  # fmt: skip
     buf = io.BytesIO()
-    FigureCanvasAgg(fig).print_png(buf)
+    with quiet():
+        if margins is None:
+            fig.tight_layout()
+        else:
+            width, height = fig.get_size_inches()
+            left, bottom, right, top = margins
+            fig.subplots_adjust(left=left / width, bottom=bottom / height, right=1 - right / width,
+                                top=1 - top / height, wspace=0.3)  # fmt: skip
+        FigureCanvasAgg(fig).print_png(buf)
     return buf.getvalue()

@@ -114,8 +114,9 @@ def check_name(name: str) -> None:
                            "digit or '_'")  # fmt: skip
 
 
-def new_run_folder(out: Path, name: str) -> Path:
-    """out/<name>-<n>, the first n not taken; always a new folder directly inside `out`."""
+def new_run_folder(out: Path, name: str, tag: str = "") -> Path:
+    """out/<name><tag>-<n>, the first n not taken; always a new folder directly inside `out`. `name` is the spec's (the
+    rule checked); `tag` is specgrad's own ("-sweep"), which the name's byte limit leaves room for."""
     check_name(name)
     if "\0" in str(out):
         raise SpecError.at(None, "--out holds a NUL byte", "pass a folder for the run folders")
@@ -130,7 +131,7 @@ def new_run_folder(out: Path, name: str) -> Path:
         raise WriteError(out, f"cannot create a run folder there ({e.strerror or e})", e.errno) from None
     root, n = out.resolve(), 1
     while True:
-        folder = out / f"{name}-{n}"
+        folder = out / f"{name}{tag}-{n}"
         try:
             folder.mkdir()  # NOTE: mkdir, not exists(): two runs started at once get different folders
         except FileExistsError:

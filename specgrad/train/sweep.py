@@ -11,8 +11,10 @@ the trials not finished, and a trial that failed stays a recorded failure.
 A sweep folder may come from someone else: every file in it is read and written through folder_io (no link or
 special file below it is followed), and sweep.json and results.json are checked field by field against what `specgrad
 sweep` writes, so a hand-edited plan cannot name another file as the spec, train nothing or forever, or list more
-trials than a sweep may have. Imports numpy, modelspec and train.compare / folder_io / run_folder; never runs a trial
-itself (cli/sweep.py does, one process each).
+trials than a sweep may have; a trial's folder counts only when its spec is the one the plan gives it
+(check_as_planned), and every text written to results.json and the summaries is escaped for a terminal. Imports
+numpy, modelspec and train.compare / folder_io / run_folder; never runs a trial itself (cli/sweep.py does, one process
+each).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import json
 import math
 import os
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -33,11 +36,11 @@ from typing import Any
 import numpy as np
 
 from specgrad.device import Device, DeviceUnavailable
-from specgrad.modelspec.errors import Location, SpecError, excerpt
+from specgrad.modelspec.errors import Location, SpecError, excerpt, label
 from specgrad.modelspec.files import open_regular
 from specgrad.modelspec.loader import MAX_BYTES, resolve_scalar
 from specgrad.modelspec.validate import TRAIN
-from specgrad.train.compare import MAX_METRICS, Run, ranked, read_run
+from specgrad.train.compare import MAX_METRICS, Run, differences, ranked, read_run
 from specgrad.train.folder_io import entry_kind, read_json_in, write_in
 from specgrad.train.run_folder import FINAL, RESOLVED
 
@@ -50,6 +53,7 @@ MAX_ERROR = 500  # NOTE: characters of a failed trial's error kept in results.js
 MAX_TEXT = 1 << 17  # NOTE: characters of one override or grid value (Linux's limit on one command-line argument)
 NUMBER = r"[-+]?(?:[0-9][0-9_]*\.?[0-9_]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?"
 RANGE = re.compile(rf"^\s*({NUMBER})\s*\.\.\s*({NUMBER})\s*$")  # low..high (a path such as ../x is a value)
+ENDS = re.compile(r"^\s*([^/\\]*?)\s*\.\.\s*([^/\\]*?)\s*$")  # NOTE: what was meant as low..high, its ends not numbers
 LENGTHS = ("epochs", "steps")  # NOTE: a plan's --epochs or --steps, in the ranges of train.epochs and train.steps
 SHA256 = re.compile(r"[0-9a-f]{64}")
 GRID_HINT = "write --grid key=value1,value2 (for example --grid train.lr=0.001,0.01), or key=low..high with --random N"
@@ -58,6 +62,7 @@ PLAN_HINT = ("sweep.json is written by `specgrad sweep` before the first trial a
 RESULTS_HINT = ("results.json records how each trial's process ended: restore it, or remove it (failed trials then "
                 "run again; finished ones stay finished)")  # fmt: skip
 INTERRUPTED = 130  # NOTE: the exit code of a trial stopped by Ctrl-C (or a sweep stopped while it ran): resumed
+BUSY = 75  # NOTE: (EX_TEMPFAIL) a trial whose folder another process holds: not run, and tried again when resumed
 
 
 @dataclass(frozen=True)
@@ -125,7 +130,7 @@ def _kind(v: Any) -> str:
     if isinstance(v, int):
         return f"{v:,}" if abs(v) < 10**30 else "a number of more than 30 digits"
     if isinstance(v, float):
-        return f"{v:g}"
+        return repr(v)  # NOTE: 1.0, not 1: a decimal number where a whole one goes is the mistake to see
     return {str: "a text", list: "a list", dict: "a mapping"}.get(type(v), "another kind of value")
 
 
@@ -348,7 +353,28 @@ def _check_count(n: int) -> None:
 
 
 def _ranges(grid: dict[str, list[str]]) -> dict[str, tuple[float, float, bool]]:
-    return {k: _range(k, v[0]) for k, v in grid.items() if len(v) == 1 and RANGE.match(v[0])}
+    return {k: _range(k, v[0]) for k, v in grid.items() if len(v) == 1 and _is_range(k, v[0])}
+
+
+def _is_range(key: str, text: str) -> bool:
+    """Whether a key's one value is a `low..high` range; one that looks meant as a range (a number at one end) but
+    has an end that is not a number (nan..1, 1..2..3, 1..) is an error naming that end, not a value taken as text."""
+    if RANGE.match(text):
+        return True
+    m = ENDS.match(text)
+    if m is None or not any(_is_number(end) for end in m.groups()):
+        return False  # NOTE: a text such as ../x or a..b is a value
+    which, end = next((w, e) for w, e in zip(("low", "high"), m.groups()) if not re.fullmatch(NUMBER, e))
+    said = f"it has no {which} end" if not end else f"its {which} end '{excerpt(end, 40)}' is not a finite number"
+    shown = f"--grid {key}={excerpt(text, 100)}"
+    raise SpecError.at(Location(shown, 1, len(key) + 2), f"{shown} is not a range: {said}",
+                       "write a range as low..high with a finite number at each end (0.001..0.1), with --random N; "
+                       "or list values: --grid key=value1,value2")  # fmt: skip
+
+
+def _is_number(text: str) -> bool:
+    """A number as a range's end could be written, or a word YAML reads as one (nan, inf) that no draw can take."""
+    return re.fullmatch(NUMBER, text) is not None or text.lower().lstrip("+-.") in ("nan", "inf", "infinity")
 
 
 def _range(key: str, text: str) -> tuple[float, float, bool]:
@@ -407,17 +433,23 @@ def read_results(folder: Path, plan: Plan) -> dict[str, dict[str, Any]]:
         if not isinstance(error, str) or len(error) > MAX_ERROR or (error and not is_failure(code)):
             raise _damaged(path, f"{name}'s error must be a text of at most {MAX_ERROR} characters, empty unless "
                            "the trial failed", RESULTS_HINT)  # fmt: skip
+        if not error.isprintable():
+            raise _damaged(path, f"{name}'s error holds control or format characters (a terminal's escape sequences, "
+                           "bidi overrides), which specgrad escapes before it writes an error there",
+                           RESULTS_HINT)  # fmt: skip
     return doc
 
 
 def is_failure(code: int) -> bool:
-    """An exit code that another try would repeat (an error), not an interruption or a kill by a signal."""
-    return code > 0 and code != INTERRUPTED
+    """An exit code that another try would repeat (an error), not an interruption, a kill by a signal, or a trial
+    not run because another process held its folder."""
+    return code > 0 and code not in (INTERRUPTED, BUSY)
 
 
 def record_result(folder: Path, results: dict[str, dict[str, Any]], trial: Trial, code: int, error: str) -> None:
-    """Keep how a trial's process ended (results.json is rewritten whole, atomically, by the sweep process only)."""
-    results[trial.name] = {"exit_code": code, "error": error[:MAX_ERROR] if is_failure(code) else ""}
+    """Keep how a trial's process ended (results.json is rewritten whole, atomically, by the sweep process only); its
+    error escaped (control, format and bidi characters), as it is read back."""
+    results[trial.name] = {"exit_code": code, "error": label(error, MAX_ERROR) if is_failure(code) else ""}
     write_in(folder, RESULTS, (json.dumps(results, indent=2) + "\n").encode())
 
 
@@ -450,10 +482,36 @@ def trial_run(folder: Path, trial: Trial) -> tuple[Run | None, str | None]:
         return None, e.problems[0].message[:MAX_ERROR]  # NOTE: its first problem, without the excerpt and hints
 
 
-def summary(folder: Path, plan: Plan, results: dict[str, dict[str, Any]]) -> tuple[list[dict[str, Any]], list[Run]]:
+def check_as_planned(run: Path, trial: Trial, planned: dict[str, Any], trained: dict[str, Any]) -> None:
+    """A trial's run folder holds the spec the plan gives it (`planned`: the plan's spec, its --set, the trial's
+    overrides and --epochs or --steps, validated, its files by real path), not another (its spec.resolved.yaml edited,
+    or a run of something else put in its place): the keys that differ are named, never their values."""
+    if keys := list(differences([planned, trained])):
+        shown = ", ".join(excerpt(k, 60) for k in keys[:5]) + ", ..." * (len(keys) > 5)
+        raise SpecError.at(None, f"{run / RESOLVED} is not the spec this sweep plans for {trial.name} ({shown} "
+                           f"differ{'s' * (len(keys) == 1)}): the sweep trains and sums up only what its plan says",
+                           f"move or remove {run} (and {trial.name}'s entry in {RESULTS}), then resume the sweep to "
+                           "train it afresh")  # fmt: skip
+
+
+def _as_planned(folder: Path, trial: Trial, planned: Callable[[Trial], dict[str, Any]], run: Run | None,
+                problem: str | None) -> tuple[Run | None, str | None]:  # fmt: skip
+    """(the trial's run, or None; why not): a run of another spec than the plan's is no figure of this sweep."""
+    if run is None:
+        return run, problem
+    try:
+        check_as_planned(folder / trial.name, trial, planned(trial), run.spec)
+    except SpecError as e:
+        return None, e.problems[0].message[:MAX_ERROR]
+    return run, None
+
+
+def summary(folder: Path, plan: Plan, results: dict[str, dict[str, Any]], planned: Callable[[Trial], dict[str, Any]]
+            ) -> tuple[list[dict[str, Any]], list[Run]]:  # fmt: skip
     """(every trial with its overrides, state and run figures, best first, failed and unfinished ones last; the
-    finished trials' runs in that order)."""
-    read = {t.name: trial_run(folder, t) for t in plan.trials}
+    finished trials' runs in that order). `planned` gives a trial's spec values as its run's spec should hold them
+    (check_as_planned): a trial whose folder holds another spec is summed up as failed, with the keys that differ."""
+    read = {t.name: _as_planned(folder, t, planned, *trial_run(folder, t)) for t in plan.trials}
     runs = ranked([run for run, _ in read.values() if run is not None])
     _same_metrics(runs)
     rows = [_row(folder, t, results, *read[t.name]) for t in plan.trials]
@@ -465,9 +523,13 @@ def summary(folder: Path, plan: Plan, results: dict[str, dict[str, Any]]) -> tup
 
 def _row(folder: Path, trial: Trial, results: dict[str, dict[str, Any]], run: Run | None, problem: str | None
          ) -> dict[str, Any]:  # fmt: skip
-    return {"trial": trial.name, "state": state(folder, trial, results),
-            "overrides": dict(o.split("=", 1) for o in trial.overrides),
-            "error": results.get(trial.name, {}).get("error") or problem,
+    """A trial's line of the summary; texts escaped (control, format and bidi characters), as a terminal may show
+    summary.csv. A trial finished but not summed up (its folder unreadable, or of another spec) is failed."""
+    done = state(folder, trial, results)
+    error = results.get(trial.name, {}).get("error") or problem
+    return {"trial": trial.name, "state": "failed" if done == "finished" and problem else done,
+            "overrides": {k: label(v, None) for k, v in (o.split("=", 1) for o in trial.overrides)},
+            "error": label(error, MAX_ERROR) if error else error,
             **(run.as_json() if run is not None else {"run": str(folder / trial.name)})}  # fmt: skip
 
 
@@ -487,11 +549,15 @@ def summary_csv(rows: list[dict[str, Any]], keys: list[str]) -> str:
     tests = list(dict.fromkeys(k for r in rows for k in r.get("test") or {}))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["trial", "state", *keys, "epochs", "train_loss", *(f"valid_{k}" for k in finals), "metric",
-                     "best", "best_epoch", *(f"test_{k}" for k in tests), "error", "folder"])  # fmt: skip
+
+    def line(cells: list[Any]) -> None:  # NOTE: every text escaped: `cat summary.csv` must not drive a terminal
+        writer.writerow([label(c, None) if isinstance(c, str) else c for c in cells])
+
+    line(["trial", "state", *keys, "epochs", "train_loss", *(f"valid_{k}" for k in finals), "metric", "best",
+          "best_epoch", *(f"test_{k}" for k in tests), "error", "folder"])  # fmt: skip
     for r in rows:
         final, test = r.get("final") or {}, r.get("test") or {}
-        writer.writerow([r["trial"], r["state"], *(r["overrides"].get(k) for k in keys), r.get("epochs"),
-                         r.get("train_loss"), *(final.get(k) for k in finals), r.get("metric"), r.get("best"),
-                         r.get("best_epoch"), *(test.get(k) for k in tests), r.get("error"), r["run"]])  # fmt: skip
+        line([r["trial"], r["state"], *(r["overrides"].get(k) for k in keys), r.get("epochs"), r.get("train_loss"),
+              *(final.get(k) for k in finals), r.get("metric"), r.get("best"), r.get("best_epoch"),
+              *(test.get(k) for k in tests), r.get("error"), r["run"]])  # fmt: skip
     return out.getvalue()

@@ -41,7 +41,7 @@ from specgrad.nn.state import (
 )
 from specgrad.train.data import Dataset, batches, eval_batches, fields, load_data
 from specgrad.train.folder_io import regular_file
-from specgrad.train.plots import MISSING, panels, plottable, png
+from specgrad.train.plots import MISSING, panels, plain, plottable, png
 from specgrad.train.run_folder import (
     CHECKPOINTS,
     FINAL,
@@ -459,8 +459,8 @@ class Trainer:
     def _finish(self, log: MetricsLog, pos: Position, valid: dict[str, float], say: Callable[[str], None]) -> Summary:
         """model.safetensors: the best epoch's weights or the last ones, as train.final_weights says; the plot."""
         folder = log.folder
-        best = regular_file(folder, f"{CHECKPOINTS}/best.safetensors")  # NOTE: a link there is refused, not followed
-        final = "best" if self.final_choice == "best" and pos.best_epoch is not None and best is not None else "last"
+        best = self.best_checkpoint(folder, pos)
+        final = "best" if best is not None else "last"
         if final == "best":
             names = [f"model.{k}" for k in get_state_dict(self.model)]  # NOTE: its optimizer state is not needed
             try:
@@ -480,6 +480,21 @@ class Trainer:
         last = [p for p in checkpoints(folder) if p.name.startswith("epoch-")]
         return Summary(valid, self.metric, pos.best, pos.best_epoch, final, self.final_choice, final_epoch or pos.epoch,
                        pos.stopped, folder / FINAL, last[-1] if last else None)  # fmt: skip
+
+    def best_checkpoint(self, folder: Path, pos: Position) -> Path | None:
+        """checkpoints/best.safetensors when the final weights are the best epoch's (train.final_weights: best, and
+        some epoch was best); None when they are the last. Missing then, it is an error, never the last weights under
+        another name: train writes it at the end of every epoch that improves, so only someone else removed it."""
+        if self.final_choice != "best" or pos.best_epoch is None:
+            return None
+        best = regular_file(folder, f"{CHECKPOINTS}/best.safetensors")  # NOTE: a link there is refused, not followed
+        if best is None:
+            raise SpecError.at(None, f"{folder / CHECKPOINTS / 'best.safetensors'} is missing: it holds the weights of "
+                               f"epoch {pos.best_epoch}, the best, which train.final_weights: best makes the final "
+                               "ones", "put it back and resume the run folder as `specgrad train` left it, or start "
+                               "a new run (with train.final_weights: last, the last epoch's weights are the final "
+                               "ones)")  # fmt: skip
+        return best
 
     # *** what is watched ***
 
@@ -556,6 +571,7 @@ class Trainer:
             check_rng_state(tensor_rng, "its tensor_rng")
         except BadMetadata as e:
             raise SpecError.at(None, f"the checkpoint {path} is damaged ({e})", fix) from None
+        self.best_checkpoint(folder, pos)  # NOTE: before any step: the run could not end with the weights it asks for
         try:
             tensors = safe_load(path)  # NOTE: read whole before touching the model
         except OSError as e:
@@ -629,7 +645,8 @@ def write_plot(folder: Path, records: list[dict[str, Any]], say: Callable[[str],
                 ax.plot([r["epoch"] for r in rows], [r[name] for r in rows], marker=".", label=label)
         metric, epoch = best
         if epoch is not None:
-            ax.axvline(epoch, color="gray", linestyle="--", linewidth=1, label=f"best valid {metric} (epoch {epoch})")
+            ax.axvline(epoch, color="gray", linestyle="--", linewidth=1,
+                       label=plain(f"best valid {metric} (epoch {epoch})"))  # fmt: skip
         ax.set_title(name)
         ax.set_xlabel("epoch")
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))

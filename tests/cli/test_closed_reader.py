@@ -1,6 +1,7 @@
 """A reader that goes away (`specgrad ... | head`) ends every command that prints the same way, as docs/cli.md
 promises: exit 141 (128 + SIGPIPE), nothing on stderr. evaluate, validate and compare print through rich, whose
-Console exits 1 on a broken pipe by itself (issue 30: `evaluate | head -c 1` ended with 1 and no word said)."""
+Console exits 1 on a broken pipe by itself (issue 30: `evaluate | head -c 1` ended with 1 and no word said), and so
+do --help (typer's rich formatting) and --version (click), printed before any command's handled() runs."""
 
 from __future__ import annotations
 
@@ -74,11 +75,38 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.mark.parametrize("name", list(COMMANDS))
 def test_a_reader_gone_before_the_first_line_ends_the_command_with_141(project: Path, name: str) -> None:
     """stdout is a pipe whose reading end is closed, so the first write fails whatever the timing."""
+    assert to_a_closed_reader(COMMANDS[name], project, 300) == (141, "")
+
+
+def to_a_closed_reader(args: tuple[str, ...], cwd: Path, timeout: int) -> tuple[int, str]:
+    """(exit code, stderr) of the command with a stdout whose reader is already gone."""
     read, write = os.pipe()
     os.close(read)
     try:
-        done = subprocess.run([sys.executable, "-c", BOOT, *COMMANDS[name]], cwd=project, stdout=write,
-                              stderr=subprocess.PIPE, text=True, timeout=300)  # fmt: skip
+        done = subprocess.run([sys.executable, "-c", BOOT, *args], cwd=cwd, stdout=write, stderr=subprocess.PIPE,
+                              text=True, timeout=timeout)  # fmt: skip
     finally:
         os.close(write)
-    assert (done.returncode, done.stderr) == (141, ""), (done.returncode, done.stderr)
+    return done.returncode, done.stderr
+
+
+# NOTE: printed by typer's rich formatting and click before any command runs (no run folder needed)
+HELP = {"help": ("--help",), "train-help": ("train", "--help"), "sweep-help": ("sweep", "--help"),
+        "no-arguments": (), "version": ("--version",)}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", list(HELP))
+def test_help_to_a_reader_gone_ends_with_141(tmp_path: Path, name: str) -> None:
+    """--help (and the help a bare `specgrad` prints, and --version) end as the commands do: rich's Console and click
+    each exit 1 on a broken pipe by themselves."""
+    assert to_a_closed_reader(HELP[name], tmp_path, 60) == (141, "")
+
+
+def test_help_to_a_reader_still_there_is_unchanged(tmp_path: Path) -> None:
+    """Only a reader gone turns exit 1 into 141: the help itself, and a bad command line (exit 2), are as before."""
+    done = subprocess.run([sys.executable, "-c", BOOT, "train", "--help"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 0 and "--resume" in done.stdout and done.stderr == "", done
+    done = subprocess.run([sys.executable, "-c", BOOT, "no-such-command"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)  # fmt: skip
+    assert done.returncode == 2 and "No such command" in done.stderr, done

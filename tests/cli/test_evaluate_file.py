@@ -6,10 +6,14 @@ from __future__ import annotations
 
 import json
 import textwrap
+import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
+from safetensors import safe_open
+from safetensors.numpy import load_file, save_file
 from specgrad.cli.main import app
 from typer.testing import CliRunner
 
@@ -228,3 +232,71 @@ def test_validate_and_train_say_how_many_examples_the_test_split_holds(tmp_path:
     assert json.loads(invoke("validate", str(spec), "--json").output)["data"]["test_examples"] == 12
     result = invoke("train", str(spec), "--out", str(tmp_path / "runs"), "--steps", "2")
     assert result.exit_code == 0 and "78 training, 30 validation and 12 test" in result.output
+
+
+def reweighted(weights: Path, key: str, change: Callable[[dict], dict]) -> None:
+    """The weights with the metadata `key` (JSON) changed in place: an edit the checksums do not cover."""
+    with safe_open(str(weights), "np") as f:
+        meta = dict(f.metadata())
+    meta[key] = json.dumps(change(json.loads(meta[key])))
+    save_file(load_file(str(weights)), str(weights), metadata=meta)
+
+
+def run_classes(folder: Path, file: Path) -> np.ndarray:
+    """The class `run` answers for each example of `file`."""
+    out = file.with_suffix(".npy")
+    result = invoke("run", str(folder), "--input", str(file), "--output", str(out), "--allow-outside")
+    assert result.exit_code == 0, result.output
+    return np.load(out).argmax(1)
+
+
+def confusion(truth: list[str], classes: np.ndarray) -> list[list[int]]:
+    ret = np.zeros((len(CLASSES), len(CLASSES)), int)
+    np.add.at(ret, ([CLASSES.index(t) for t in truth], classes), 1)
+    return ret.tolist()
+
+
+def test_the_figures_are_those_of_the_model_run_serves(tmp_path: Path) -> None:
+    """evaluate standardizes with the statistics in the weights, as run and export do: figures agree with run's
+    answers, on the validation split and on a file, also after the weights' statistics were edited (to values
+    training could have written), where figures with the data's own statistics would describe another model."""
+    header, rows = table(tmp_path)
+    folder = trained(csv_spec(tmp_path))
+    _, valid = split(len(rows), VALID, SEED)
+    held = [rows[i] for i in valid]
+    file = write_csv(tmp_path / "held.csv", header, held)
+    truth = [r[2] for r in held]
+
+    def figures() -> list[dict]:
+        """The report on the validation split, and on the file of its rows."""
+        return [next(iter(evaluated(folder, *args)["outputs"].values())) for args in ((), ("--split", str(file)))]
+
+    before = run_classes(folder, file)
+    for report in figures():
+        assert report["confusion"] == confusion(truth, before)
+    # NOTE: column a's mean moved by 50 of its stds, with a tiny std: every example reads as far below the mean
+    reweighted(folder / "model.safetensors", "normalization",
+               lambda s: {"mean": [s["mean"][0] + 50 * s["std"][0], *s["mean"][1:]], "std": [0.01, *s["std"][1:]]}
+               )  # fmt: skip
+    after = run_classes(folder, file)
+    assert not np.array_equal(after, before), "the edit changes the model run serves"
+    for report in figures():
+        assert report["confusion"] == confusion(truth, after)
+
+
+def test_a_value_run_refuses_is_refused_with_runs_own_words(tmp_path: Path) -> None:
+    """A value near float32's largest, infinite once standardized or in the model's output: evaluate stops as run
+    does (the same check, the same message, naming the example), writes no report (never Infinity in JSON), and lets
+    no Python warning through."""
+    header, rows = table(tmp_path)
+    folder = trained(csv_spec(tmp_path))
+    big = write_csv(tmp_path / "big.csv", header, [rows[0], ["-3.4e38", *rows[1][1:]], rows[2]])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        got = invoke("evaluate", str(folder), "--split", str(big), "--allow-outside")
+        ran = invoke("run", str(folder), "--input", str(big), "--allow-outside")
+    assert not [w for w in caught if issubclass(w.category, RuntimeWarning)], [str(w.message) for w in caught]
+    assert got.exit_code == ran.exit_code == 1, got.output
+    assert "example 1" in got.output and got.output.splitlines()[0] == ran.output.splitlines()[0], got.output
+    assert "--allow-nonfinite" not in got.output and "--allow-nonfinite" in ran.output, "evaluate has no such option"
+    assert not list(folder.glob("evaluation-file-*")), "nothing written"

@@ -5,6 +5,7 @@ Ray (where ray is installed)."""
 from __future__ import annotations
 
 import csv
+import fcntl
 import json
 import os
 import signal
@@ -74,6 +75,10 @@ def test_random_draws_are_seeded_and_ranges_stay_in_bounds() -> None:
     (["train.lr=0.1,0.1"], None, "lists a value twice"), (["a=1", "a=2"], None, "names a twice"),
     (["train.lr=0.001..0.1"], None, "only --random N draws from"), (["train.lr=0.1..0.001"], 2, "low end"),
     (["train.lr=1..2"], 3, "more different trials"), (["train.lr=0.1,0.2"], 3, "more trials than the grid has"),
+    (["train.lr=nan..1"], 2, "train.lr=nan..1 is not a range: its low end 'nan' is not a finite number"),
+    (["train.lr=1..2..3"], 2, "its high end '2..3' is not a finite number"),
+    (["train.lr=0.1..inf"], 2, "its high end 'inf' is not a finite number"),
+    (["seed=1.."], 2, "seed=1.. is not a range: it has no high end"), (["train.lr=nan..1"], None, "low end 'nan'"),
 ])  # fmt: skip
 def test_a_bad_grid_is_a_located_error(grid: list[str], random: int | None, said: str) -> None:
     with pytest.raises(SpecError, match=said):
@@ -129,6 +134,21 @@ def test_a_failing_trial_is_recorded_and_the_others_finish(tmp_path: Path) -> No
     assert json.loads((folder / "results.json").read_text())["trial-002"]["exit_code"] == 4
     again = runner.invoke(app, ["sweep", "--resume", str(folder)])
     assert again.exit_code == 0 and "2 trials (2 done before)" in again.output, "a failure is a result: not re-run"
+
+
+def test_a_trial_whose_folder_another_process_holds_runs_when_resumed(tmp_path: Path) -> None:
+    folder = swept(tmp_path, "--grid", "train.lr=0.01,0.02", "--steps", "2")
+    (folder / "trial-001" / "model.safetensors").unlink()
+    (folder / "results.json").write_text(json.dumps({"trial-002": {"exit_code": 0, "error": ""}}))
+    with open(folder / "trial-001" / ".lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)  # NOTE: as `specgrad train --resume` of it would, in another process
+        busy = runner.invoke(app, ["sweep", "--resume", str(folder)])
+    assert busy.exit_code == 1 and "trial-001 (train.lr=0.01): not run:" in busy.output, busy.output
+    assert "is in use by another specgrad process" in busy.output and "Traceback" not in busy.output
+    assert json.loads((folder / "results.json").read_text())["trial-001"] == {"exit_code": 75, "error": ""}
+    again = runner.invoke(app, ["sweep", "--resume", str(folder)])
+    assert again.exit_code == 0 and "trial-001 (train.lr=0.01): finished" in again.output, again.output
+    assert (folder / "trial-001" / "model.safetensors").is_file()
 
 
 def test_resume_trusts_no_hand_edited_plan(tmp_path: Path) -> None:

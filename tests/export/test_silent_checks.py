@@ -17,9 +17,10 @@ from typer.testing import CliRunner
 from specgrad import Tensor
 from specgrad.export.c import c_identifier, export_c
 from specgrad.modelspec.builder import build_model
-from specgrad.modelspec.contract import ContractError, contract_from_meta
+from specgrad.modelspec.contract import ContractError, contract_from_meta, unwritten
 from specgrad.modelspec.validate import validate_file
 from specgrad.nn.state import get_state_dict, load_state_dict, safe_save
+from specgrad.train.run_folder import spec_hash
 
 runner = CliRunner()
 
@@ -42,6 +43,7 @@ model:
 """
 STATS = json.dumps({"mean": [0.5, -0.5], "std": [2.0, 0.25]})
 UNIT = json.dumps({"mean": [0.0, 0.0], "std": [1.0, 1.0]})
+ONE = json.dumps({"mean": [0.0], "std": [1.0]})
 
 
 def _spec(tmp_path: Path, text: str, name: str = "s.yaml"):  # noqa: ANN202
@@ -91,6 +93,61 @@ def test_metadata_training_writes_is_taken(tmp_path: Path) -> None:
     assert contract_from_meta(bare, {"task": "language"}).task == "language"
 
 
+SINE = (TINY.replace("spirals", "sine").replace("input: {shape: [2]}", "input: {shape: [1]}")
+        .replace("{linear: 2}", "{linear: 1}") + "train: {loss: mse}\n")  # fmt: skip
+CSV = TINY.replace("data: {source: spirals, samples: 64, batch_size: 16}",
+                   "data: {source: csv, path: d.csv, target: y, batch_size: 2}")  # fmt: skip
+TWO_HEADS = TWO.replace("outputs: [out]", "outputs: [out, both]") + (
+    "train: {losses: {out: {loss: cross_entropy}, both: {loss: mse}}}\n"
+    "data: {source: npz, path: d.npz, batch_size: 2}\n")  # fmt: skip
+HASH = {"spec_hash": "0" * 16}  # NOTE: any spec_hash marks specgrad's own metadata
+
+
+@pytest.mark.parametrize("text, meta, missing", [
+    (TINY, {"task": "classify"}, ["normalization"]),
+    (TINY, {"task": "classify", "normalization": "{}"}, ["normalization"]),
+    (TINY, {"task": "classify", "normalization": STATS}, []),
+    (TINY.replace("batch_size: 16}", "batch_size: 16, normalize: false}"), {}, []),
+    (SINE, {"task": "regress", "normalization": ONE}, ["target_normalization"]),
+    (SINE.replace("batch_size: 16}", "batch_size: 16, normalize: false, normalize_target: false}"), {}, []),
+    (CSV, {**HASH, "task": "classify", "normalization": STATS}, ["class_names"]),
+    (CSV, {"task": "classify", "normalization": STATS}, []),  # NOTE: another tool's: its classes are numbered
+    (TINY, {**HASH, "task": "classify", "normalization": STATS}, []),  # NOTE: spirals' classes are numbers
+    (TINY.replace("spirals, samples: 64", "text, corpus: sonnets, context: 2"), {**HASH, "task": "language"}, []),
+    (TINY.replace("data: {source: spirals, samples: 64, batch_size: 16}\n", ""), {}, []),
+    (TWO_HEADS, {"task": "multi"}, ["normalization of the input a", "normalization of the input b",
+                                    "target_normalization of the output both"]),
+    (TWO_HEADS, {"task": "multi", "normalization": json.dumps({"a": {"mean": 0, "std": 1}}),
+                 "outputs": json.dumps({"both": {"target_normalization": {"mean": 0, "std": 1}}})},
+     ["normalization of the input b"]),
+])  # fmt: skip
+def test_metadata_training_writes_for_the_spec_must_be_there(tmp_path: Path, text: str, meta: dict,
+                                                             missing: list[str]) -> None:  # fmt: skip
+    """Statistics training writes for a spec that standardizes are asked of any weights (without them the numbers
+    are wrong); class names of data that names its classes only of specgrad's own (spec_hash)."""
+    got = unwritten(_spec(tmp_path, text), meta)
+    assert [m.split(" (")[0] for m in got] == missing, got
+
+
+def test_run_says_which_metadata_is_missing_and_how_to_run_raw_weights(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, SINE)
+    meta = {"spec_hash": spec_hash(spec.values), "task": "regress", "normalization": ONE}
+    safe_save(get_state_dict(build_model(spec)), tmp_path / "w.safetensors", meta)
+    safe_save(get_state_dict(build_model(spec)), tmp_path / "other.safetensors")
+    (tmp_path / "x.json").write_text("[[0.5]]")
+    args = ["run", str(tmp_path / "s.yaml"), "--input", str(tmp_path / "x.json"), "--device", "CPU", "--weights"]
+    edited = runner.invoke(app, [*args, str(tmp_path / "w.safetensors")])
+    assert edited.exit_code == 1 and "w.safetensors lacks what `specgrad train` writes for" in edited.output
+    assert "target_normalization (the training targets' mean and std" in edited.output
+    assert "the file was changed after training" in edited.output, edited.output
+    other = runner.invoke(app, [*args, str(tmp_path / "other.safetensors")])
+    assert other.exit_code == 1 and "normalization (the training split's" in other.output, other.output
+    assert "--set data.normalize=false --set data.normalize_target=false" in other.output, other.output
+    raw = runner.invoke(app, [*args, str(tmp_path / "other.safetensors"), "--set", "data.normalize=false", "--set",
+                              "data.normalize_target=false"])  # fmt: skip
+    assert raw.exit_code == 0 and raw.output.startswith("0: "), raw.output
+
+
 def test_each_output_of_several_has_its_spec_task(tmp_path: Path) -> None:
     text = TWO.replace("outputs: [out]", "outputs: [out, both]") + (
         "train: {losses: {out: {loss: cross_entropy}, both: {loss: mse}}}\n"
@@ -112,6 +169,69 @@ def test_weights_without_a_task_are_given_the_one_training_gives_the_spec(tmp_pa
     assert served_meta(_spec(tmp_path, csv + "train: {loss: mse}\n", "m.yaml"), {})["task"] == "regress"
     text = TINY.replace("spirals, samples: 64", "text, corpus: sonnets, context: 2")
     assert served_meta(_spec(tmp_path, text, "t.yaml"), {})["task"] == "language"
+
+
+COLUMNS = CSV.replace("target: y,", "target: y, features: [a, b],")
+CATEGORICAL = CSV.replace("target: y,", "target: y, categorical: {b: one_hot},").replace("[2]", "[3]")
+
+
+def _columns(features: list[str], categorical: dict | None = None) -> str:
+    return json.dumps({"features": features, "categorical": categorical or {}})
+
+
+@pytest.mark.parametrize("text, meta, says", [
+    (COLUMNS, {"columns": _columns(["b", "a"])}, "the weights' columns read the features [b, a], but data.features "
+     "of s.yaml is [a, b]: training reads them in the spec's order"),
+    (CSV, {"columns": _columns(["a", "y"])}, "the weights' columns read the column 'y' as a feature, but it is the "
+     "target"),
+    (CSV, {"columns": _columns(["a", "a"])}, "the weights' columns read the column 'a' twice"),
+    (CATEGORICAL, {"columns": _columns(["a", "b", "c"])}, "the weights' columns encode no categorical column, but "
+     "data.categorical of s.yaml says b as one_hot"),
+    (CATEGORICAL, {"columns": _columns(["a", "b", "c"], {"b": {"encoding": "index", "values": ["p", "q"]}})},
+     "the weights' columns encode b as index, but data.categorical of s.yaml says b as one_hot"),
+    (CATEGORICAL, {"columns": _columns(["a", "b"], {"b": {"encoding": "one_hot", "values": ["p", "p"]}})},
+     "the weights' columns give the column 'b' the categories [p, p]: training writes each distinct value"),
+    (TINY, {"columns": _columns(["a", "b"])}, "the weights' columns name csv columns, but s.yaml reads source "
+     "spirals: training writes columns for a csv source only"),
+    (TWO_HEADS, {"columns": _columns(["a"]), "outputs": "{}"}, "reads source npz: training writes columns for a csv "
+     "source only"),
+    (SINE, {"task": "regress", "class_names": '["a"]'}, "the weights' class_names name classes, but the task is "
+     "regress: training writes class names for a classifier only"),
+    (TINY, {"normalization": json.dumps({"mean": [0, 0], "std": [1, 1], "scale": 2})}, "the weights' normalization "
+     "holds mean, std, scale: training writes a mean and a std, nothing else"),
+    (SINE, {"task": "regress", "target_normalization": "[1, 2]"}, "the weights' target_normalization holds list"),
+])  # fmt: skip
+def test_columns_class_names_and_statistics_training_never_writes_are_refused(tmp_path: Path, text: str, meta: dict,
+                                                                              says: str) -> None:  # fmt: skip
+    """Columns in another order than the spec's would feed each value to another column's weights (a wrong number
+    with exit 0); class names on a regression and other keys in the statistics are not what training writes."""
+    spec = _spec(tmp_path, text)
+    with pytest.raises(ContractError) as e:
+        contract_from_meta(spec, {"task": "multi" if "outputs" in meta else "classify", **meta})
+    assert says.replace("s.yaml", str(tmp_path / "s.yaml")) in str(e.value), str(e.value)
+
+
+def test_columns_training_writes_for_the_spec_are_taken(tmp_path: Path) -> None:
+    got = contract_from_meta(_spec(tmp_path, COLUMNS), {"task": "classify", "columns": _columns(["a", "b"])})
+    assert got.columns is not None and got.columns.features == ("a", "b")
+    cats = _columns(["a", "b"], {"b": {"encoding": "one_hot", "values": ["p", "q"]}})
+    assert contract_from_meta(_spec(tmp_path, CATEGORICAL, "c.yaml"), {"task": "classify", "columns": cats}).columns
+
+
+def test_a_model_with_several_outputs_without_a_task_keeps_its_target_statistics(tmp_path: Path) -> None:
+    """An edit that removes only the task: each output's task comes from its loss, and the statistics still in the
+    file are applied (the regression answered in the target's units, never in standardized ones)."""
+    spec = _spec(tmp_path, TWO_HEADS)
+    target = {"mean": [10.0] * 5, "std": [2.0] * 5}
+    outputs = {"out": {"task": "classify", "class_names": ["p", "q"]}, "both": {"task": "regress",
+               "target_normalization": target}}  # fmt: skip
+    meta = {"normalization": json.dumps({"a": {"mean": 0, "std": 1}, "b": {"mean": 0, "std": 1}})}
+    for given in (outputs, {"both": {"target_normalization": target}}):
+        got = contract_from_meta(spec, served_meta(spec, {**meta, "outputs": json.dumps(given)}))
+        assert got.task == "multi" and got.heads["out"].task == "classify", given
+        assert got.heads["both"].target["std"].tolist() == [2.0] * 5, given
+    assert contract_from_meta(spec, served_meta(spec, {**meta, "outputs": json.dumps(outputs)})).heads[
+        "out"].class_names == ("p", "q")  # fmt: skip
 
 
 # *** names in C ***

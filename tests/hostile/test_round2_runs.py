@@ -7,9 +7,13 @@ compare and `train --resume` from a folder someone else made. Each case runs thr
 - a FIFO where metrics.jsonl belongs does not hang `train --resume`;
 - checkpoint positions specgrad never writes (past the last step or epoch, a skip past an epoch's batches, a best
   epoch after the epoch, a step that does not follow from the epoch) are refused naming the checkpoint and field;
+  a run whose final weights are its best epoch's, its best checkpoint removed, is refused naming it (never the last
+  weights written as model.safetensors, with a false reason);
 - deep or 4,300-digit JSON in metrics.jsonl, evaluation JSON and checkpoint metadata, values a metrics record never
   holds, a '.lock' or metrics.jsonl that is a folder: a clear error or the record left out, never exit 70;
-- compare's plot is bounded before a figure is made: 3,000 metric names are a few panels, not 3.7 GB.
+- compare's plot is bounded before a figure is made: 3,000 metric names are a few panels, not 3.7 GB;
+- names drawn into the plot (metric and run folder names with ESC or BEL, CJK text the font lacks) are escaped as a
+  terminal's text is, and matplotlib's "Glyph missing" warnings (a source line and the raw bytes) never reach stderr.
 """
 
 from __future__ import annotations
@@ -41,6 +45,7 @@ CLASSES = {
     "silent": "silent wrong results: checkpoint positions specgrad never writes",
     "state": "unchecked state files: deep or 4,300-digit JSON",
     "exit-70": "exit 70 where a clear error belongs",
+    "plot-text": "names from files drawn into a figure: escaped, no matplotlib warning on stderr",
 }
 
 
@@ -88,6 +93,7 @@ def valid_record(**metrics: object) -> str:
 
 DEEP = "[" * 100_000 + "]" * 100_000 + "\n"
 DIGITS = '{"split": "valid", "epoch": 1, "step": ' + "9" * 5000 + "}\n"
+ESCAPED = "r\x1b]0;pwn\x07R"  # NOTE: a run folder whose name sets a terminal's title
 MANY_NAMES = valid_record(**{f"m{i:04d}": 0.5 for i in range(3000)})  # NOTE: 41 KB
 
 SPEC_READERS = {
@@ -176,6 +182,9 @@ CASES = [
     Case("resume-skip-in-an-epoch-checkpoint", "silent", {"run": Asset("run"), CKPT: reposition(epoch=0, step=2,
          skip=2, losses=[0.5, 0.5])}, RESUME, 1, "its position's skip 2 is not what specgrad writes into "
          "epoch-00001.safetensors"),
+    Case("resume-best-checkpoint-removed", "silent", {"run": Asset("run"), "run/checkpoints/best.safetensors": Made(
+        lambda p, a: p.unlink())}, RESUME, 1, "run/checkpoints/best.safetensors is missing: it holds the weights of "
+        "epoch 1, the best"),
     Case("resume-stopped-without-early-stopping", "silent", {"run": Asset("run"), CKPT: reposition(stopped="x")},
          RESUME, 1, "stopped early, which this run's spec or position rules out"),
 ]
@@ -189,6 +198,12 @@ PLOT_CASES = [
         json.dumps({"split": "valid", "epoch": 2, "step": 6, "loss": -1e308}) + "\n" + json.dumps({"split": "valid",
         "epoch": 3, "step": 9, "loss": 1e308}) + "\n")}, ("compare", "run", "--plot", "c.png"), 0, "wrote c.png",
         writes=("c.png",)),
+    # *** names from the files drawn as text, escaped as a terminal's text is; no matplotlib warning on stderr ***
+    Case("compare-plot-metric-names-escapes-and-cjk", "plot-text", {"run": Asset("run"), "run/metrics.jsonl": appended(
+        valid_record(**{"\x1b[31mX\x07": 0.5, "\u4e2d\u6587 loss": 0.4}))}, ("compare", "run", "--plot", "c.png"), 0,
+        "wrote c.png", writes=("c.png",)),
+    Case("compare-plot-folder-name-escapes", "plot-text", {"run": Asset("run"), ESCAPED: Asset("run")}, ("compare",
+         ESCAPED, "run", "--plot", "c.png"), 0, "wrote c.png", writes=("c.png",)),
 ]
 # fmt: on
 
@@ -208,6 +223,7 @@ def test_run_folder_case(case: Case, folders: Folders) -> None:
 @pytest.mark.parametrize("case", _params(PLOT_CASES))
 def test_run_folder_plot_case(case: Case, folders: Folders) -> None:
     result = check_case(folders, case)
+    assert "Warning" not in result.output, result.output  # NOTE: matplotlib's, with a source line and the raw name
     assert (folders.project / "c.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert result.seconds < 30, f"{case.id} took {result.seconds:.0f} s"  # NOTE: a bound on the work, not a speed test
 

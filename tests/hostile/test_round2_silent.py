@@ -14,15 +14,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 from safetensors import safe_open
-from safetensors.numpy import load_file, save
+from safetensors.numpy import load, load_file, save
 
 from specgrad.nn.state import CHECKSUM_KEY, tensor_sha256
 from tests.hostile import makers as mk
-from tests.hostile.harness import TINY, Asset, Assets, Case, Folders, Made, needs_met
+from tests.hostile.harness import TINY, Asset, Assets, Case, Fifo, Folder, Folders, Made, needs_met
 from tests.hostile.harness import check as check_case
 
 RUN = ("run", "tiny.yaml", "--weights", "w.safetensors", "--input", "x.npy", "--device", "CPU")
 NOT_FINITE = "holds NaN or infinity"
+EVALUATE = ("evaluate", "tiny.yaml", "--weights", "w.safetensors", "--device", "CPU")
 LM = """\
 specgrad: 1
 name: lm
@@ -74,8 +75,44 @@ def lm_weights(value: float, at: int | None = 0) -> bytes:
     return save(tensors)
 
 
+def lm_meta(**meta: str) -> bytes:
+    """lm_weights(0.1) (finite, small) with `meta` as their metadata, as specgrad's own weights carry it."""
+    tensors = load(lm_weights(0.1))
+    return save(tensors, metadata={"name": "lm", **meta})
+
+
+def without_meta(*keys: str) -> Made:
+    """The run's weights with the metadata `keys` removed (none: every key, as another tool writes a file); the
+    tensors and their checksums are unchanged."""
+
+    def make(path: Path, assets: Assets) -> None:
+        src = assets.path("w")
+        with safe_open(str(src), "np") as f:
+            meta = {k: v for k, v in f.metadata().items() if keys and k not in keys}
+        path.write_bytes(save(load_file(str(src)), metadata=meta or None))
+
+    return Made(make)
+
+
 def normalization(mean: list[float], std: list[float]) -> Made:
     return mk.remeta("w", normalization=json.dumps({"mean": mean, "std": std}))
+
+
+def far_normalization() -> Made:
+    """The run's weights with statistics that put every example near 3e38 once standardized (valid values: a value
+    near 0 stays finite), and first-layer weights of 2 that take it past float32's largest: the model run serves
+    overflows on every example, the model with the data's own statistics would not."""
+
+    def make(path: Path, assets: Assets) -> None:
+        src = assets.path("w")
+        tensors = load_file(str(src))
+        with safe_open(str(src), "np") as f:
+            meta = {k: v for k, v in f.metadata().items() if k != CHECKSUM_KEY}
+        tensors["steps.0.1.weight"] = np.full_like(tensors["steps.0.1.weight"], 2.0)
+        meta["normalization"] = json.dumps({"mean": [-3e38, -3e38], "std": [1.0, 1.0]})
+        path.write_bytes(save(tensors, metadata=_with_checksums(tensors, meta)))
+
+    return Made(make)
 
 
 def exported(spec: str, binary: str = "m") -> Folders:
@@ -147,6 +184,56 @@ CASES = [
          "the weights' task is regress, but tiny.yaml trains a classifier"),
     Case("run-duplicate-class-names", "silent", {"w.safetensors": mk.remeta("w", class_names='["a", "a"]')}, RUN,
          1, "the weights' class_names name 'a' twice"),
+    # *** metadata that training always writes for this spec, removed ***
+    Case("run-normalization-removed", "silent", {"w.safetensors": without_meta("normalization")}, RUN, 1,
+         "the metadata of w.safetensors lacks what `specgrad train` writes for tiny.yaml: normalization (the "
+         "training split's input mean and std"),
+    Case("run-normalization-emptied", "silent", {"w.safetensors": mk.remeta("w", normalization="{}")}, RUN, 1,
+         "lacks what `specgrad train` writes for tiny.yaml: normalization"),
+    Case("evaluate-normalization-removed", "silent", {"w.safetensors": without_meta("normalization")},
+         ("evaluate", "tiny.yaml", "--weights", "w.safetensors", "--device", "CPU"), 1,
+         "lacks what `specgrad train` writes for tiny.yaml: normalization"),
+    Case("export-normalization-removed", "silent", {"w.safetensors": without_meta("normalization")},
+         ("export", "tiny.yaml", "--weights", "w.safetensors", "--format", "onnx", "--out", "m.onnx"), 1,
+         "lacks what `specgrad train` writes for tiny.yaml: normalization"),
+    Case("run-all-metadata-removed", "silent", {"w.safetensors": without_meta()}, RUN, 1,
+         "hint: the weights carry no specgrad metadata (another tool's?), and without the statistics the model's "
+         "numbers would be wrong: if they were trained on raw values, say so with --set data.normalize=false"),
+    Case("run-other-tools-weights-on-raw-inputs", "silent", {"w.safetensors": without_meta()},
+         (*RUN, "--set", "data.normalize=false"), 0, "0: class "),
+    # *** metadata training never writes for the spec: csv columns on generated data, other keys in statistics ***
+    Case("run-columns-on-generated-data", "silent", {"w.safetensors": mk.remeta("w", columns=json.dumps(
+         {"features": ["b", "a"], "categorical": {}}))}, RUN, 1, "the weights' columns name csv columns, but tiny.yaml "
+         "reads source spirals: training writes columns for a csv source only"),
+    Case("run-normalization-unknown-key", "silent", {"w.safetensors": mk.remeta("w", normalization=json.dumps(
+         {"mean": [0, 0], "std": [1, 1], "scale": [9, 9]}))}, RUN, 1, "the weights' normalization holds mean, std, "
+         "scale: training writes a mean and a std, nothing else"),
+    # *** evaluate standardizes with the weights' statistics, and checks inputs and outputs as run does ***
+    Case("evaluate-output-overflows", "silent", {"w.safetensors": edited_weights({"steps.0.1.weight": 3e38,
+         "steps.2.1.weight": 3e38}, checksums=True, everywhere=True)}, EVALUATE, 1, "error: the model's output for "
+         "example 1 is not finite (NaN at position [0]; 18 values are NaN or infinite)"),
+    Case("evaluate-with-the-weights-normalization", "silent", {"w.safetensors": far_normalization()}, EVALUATE, 1,
+         "error: the model's output for example 0 is not finite"),
+    # *** generate checks the weights' metadata as run does ***
+    Case("generate-task-classify-with-escapes", "silent", {"lm.yaml": LM, "lm.safetensors": lm_meta(task="classify",
+         class_names=json.dumps([f"\x1b[31mc{i}" for i in range(128)]))}, GENERATE, 1,
+         "the weights' task is classify, but lm.yaml trains a language model (train.loss cross_entropy on text)"),
+    Case("generate-task-regress", "silent", {"lm.yaml": LM, "lm.safetensors": lm_meta(task="regress")}, GENERATE, 1,
+         "the weights' task is regress, but lm.yaml trains a language model"),
+    # *** evaluate --split FILE on data that is made, not read from a file: the file would be ignored ***
+    Case("evaluate-file-on-generated-data-outside", "silent", {"run": Asset("run")}, ("evaluate", "run", "--split",
+         "<sentinel>/secret.csv", "--device", "CPU"), 1, "the data of run/spec.resolved.yaml is source spirals, "
+         "which makes its examples and reads no file, so there is no file of examples to evaluate"),
+    Case("evaluate-file-on-generated-data-fifo", "silent", {"run": Asset("run"), "f.csv": Fifo()}, ("evaluate",
+         "run", "--split", "f.csv", "--device", "CPU"), 1, "--split f.csv: the data of run/spec.resolved.yaml is "
+         "source spirals"),
+    Case("evaluate-file-on-generated-data-device", "silent", {"run": Asset("run")}, ("evaluate", "run", "--split",
+         "/dev/zero", "--device", "CPU"), 1, "hint: evaluate its validation split (--split validation) or its test "
+         "split (--split test, with data.test_split)"),
+    Case("evaluate-file-on-generated-data-missing", "silent", {"run": Asset("run")}, ("evaluate", "run", "--split",
+         "missing.csv", "--device", "CPU"), 1, "a file of examples is for the text, csv, npz and images sources"),
+    Case("evaluate-file-on-generated-data-folder", "silent", {"run": Asset("run"), "empty": Folder()}, ("evaluate",
+         "run", "--split", "empty", "--device", "CPU"), 1, "there is no file of examples to evaluate"),
     # *** the exported C program ***
     Case("c-runner-near-float-max", "c-export", {"runner": Asset("runner")}, (), 1,
          "error: example 1, value 0 (counting from 0): 3e+38 is infinite once standardized", program="runner",

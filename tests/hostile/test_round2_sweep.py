@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import importlib.util
 import json
+import shutil
 import socket
 from collections.abc import Callable
 from pathlib import Path
@@ -17,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from tests.hostile.harness import SECRET, Asset, Assets, Case, Fifo, Folder, Folders, Link, Made, needs_met
+from tests.hostile.harness import SECRET, TINY, Asset, Assets, Case, Fifo, Folder, Folders, Link, Made, needs_met
 from tests.hostile.harness import check as check_case
 
 RESUME = ("sweep", "--resume", "sw")
@@ -66,6 +68,17 @@ def _many_metrics(count: int = 3000) -> Made:
     return Made(make)
 
 
+def _escaped_names() -> Made:
+    """The (planted) run's metrics.jsonl with a validation record naming metrics with ESC and BEL, and in CJK."""
+
+    def make(path: Path, assets: Assets) -> None:
+        record = {"split": "valid", "epoch": 1, "step": 4, "\x1b[31mX\x07": 0.5, "\u4e2d\u6587 loss": 0.4}
+        with open(path, "a") as f:
+            f.write(json.dumps(record) + "\n")
+
+    return Made(make)
+
+
 def _closed_port() -> int:
     """A TCP port of this machine that nothing listens on (bound, then let go)."""
     with socket.socket() as s:
@@ -105,7 +118,47 @@ def _with_trial(extra: dict[str, Any]):
     return change
 
 
+def _trial_of(edits: dict[str, str], finished: bool = True) -> Made:
+    """The `run` asset (tiny.yaml trained: train.lr 0.01, epochs 1) as a trial's folder, its spec.resolved.yaml edited
+    (text -> text); unless `finished`, cut back to its spec alone, as a trial stopped before its first checkpoint."""
+
+    def make(path: Path, assets: Assets) -> None:
+        shutil.copytree(assets.path("run"), path, symlinks=True)
+        spec = path / "spec.resolved.yaml"
+        text = spec.read_text()
+        for old, new in edits.items():
+            assert old in text, old
+            text = text.replace(old, new)
+        spec.write_text(text)
+        if not finished:
+            shutil.rmtree(path / "checkpoints")
+            for name in ("model.safetensors", "metrics.jsonl", "metrics.csv", "metrics.png"):
+                (path / name).unlink(missing_ok=True)
+
+    return Made(make)
+
+
+def _not_trained(ctx: Folders) -> None:
+    """The edited trial failed with its reason; nothing was trained from its edited spec."""
+    _summary_row("trial-001", "failed", "is not the spec this sweep plans for trial-001")(ctx)
+    assert not (ctx.project / "sw/trial-001/model.safetensors").exists(), "the edited spec was trained"
+
+
+def _escaped_everywhere(ctx: Folders) -> None:
+    """A failed trial's error with a terminal's escape sequences is kept escaped, in results.json and the summaries."""
+    error = json.loads((ctx.project / "sw/results.json").read_text())["trial-001"]["error"]
+    assert error.isprintable() and "\\x1b]0;pwned" in error, error
+    text = (ctx.project / "sw/summary.csv").read_text()
+    assert "\x1b" not in text and "\u202e" not in text and "\x07" not in text and "\\u202eevil" in text
+    rows = json.loads((ctx.project / "sw/summary.json").read_text())["trials"]
+    assert all(r["error"] is None or r["error"].isprintable() for r in rows), rows
+
+
+ONE = {"sw/sweep.json": plan(("0.01",), steps=None)}  # NOTE: one trial, the `run` asset's own spec
+HOSTILE_ERROR = "\x1b]0;pwned\x07\x1b[2J\u202eevil"
 W = ("sw",)
+LIMIT_NAME = "\u0e01" * 69 + "\u00e9" + "a" * 30  # NOTE: 100 characters, 239 bytes: validation's two limits at once
+LIMIT_SPEC = TINY.replace("name: tiny", f"name: {LIMIT_NAME}")
 
 # fmt: off
 CASES = [
@@ -173,6 +226,31 @@ CASES = [
     Case("sweep-results-unknown-trial", "state", {"sw/sweep.json": plan(), "sw/results.json": json.dumps(
          {"trial-999": {"exit_code": 1, "error": "x"}})}, RESUME, 1, "'trial-999' is not a trial of this sweep",
          writes=W),
+    Case("sweep-results-error-escapes", "terminal", {"sw/sweep.json": plan(), "sw/results.json": json.dumps(
+         {"trial-001": {"exit_code": 1, "error": HOSTILE_ERROR}, "trial-002": {"exit_code": 0, "error": ""}})},
+         RESUME, 1, "trial-001's error holds control or format characters", writes=W),
+    Case("sweep-trial-log-error-escapes", "terminal", {"sw/sweep.json": plan(), "sw/results.json": json.dumps(
+         {"trial-002": {"exit_code": 0, "error": ""}}), "sw/trial-002": Asset("run"), "sw/trial-001/notes.txt": "mine",
+         "sw/logs/trial-001.log": f"error: {HOSTILE_ERROR}\n"}, RESUME, 0, "trial-001 (train.lr=0.01): failed",
+         writes=W, check=_escaped_everywhere),
+    Case("sweep-epochs-decimal", "state", {"sw/sweep.json": plan(steps=None, epochs=1.0)}, RESUME, 1,
+         "epochs must be a whole number from 1 to 1,000,000 (or null), not 1.0", writes=W),
+    # *** a trial trains what the plan says, not what its folder says ***
+    Case("sweep-resume-trial-spec-edited", "state", {**ONE, "sw/trial-001": _trial_of({"lr: 0.01": "lr: 0.9",
+         "linear: 8": "linear: 64"}, finished=False)}, RESUME, 0,
+         "trial-001/spec.resolved.yaml is not the spec this sweep plans for trial-001 (model.0.linear, train.lr "
+         "differ)",
+         writes=W, check=_not_trained),
+    Case("sweep-finished-trial-of-another-spec", "state", {**ONE, "sw/results.json": json.dumps({"trial-001": {
+         "exit_code": 0, "error": ""}}), "sw/trial-001": _trial_of({"lr: 0.01": "lr: 0.9"})}, RESUME, 0,
+         "0 finished, 1 failed", writes=W, check=_summary_row("trial-001", "failed", "(train.lr differs)")),
+    Case("sweep-trial-data-path-edited", "state", {**ONE, "sw/trial-001": _trial_of({"source: spirals":
+         "source: csv\n  path: ../../../outside/secret.txt\n  target: y"}, finished=False)}, RESUME, 0,
+         "is not the spec this sweep plans for trial-001 (data.source, data.path", writes=W, check=_not_trained),
+    Case("sweep-grid-range-end-nan", "state", {}, (*SWEEP, "--random", "2", "--grid", "train.lr=nan..1"), 1,
+         "--grid train.lr=nan..1 is not a range: its low end 'nan' is not a finite number", check=_nothing_made),
+    Case("sweep-grid-range-three-ends", "state", {}, (*SWEEP, "--random", "2", "--grid", "train.lr=1..2..3"), 1,
+         "its high end '2..3' is not a finite number", check=_nothing_made),
     # *** exit 70 where a clear error belongs ***
     Case("sweep-lock-is-a-folder", "exit-70", {"sw/sweep.json": plan(), "sw/.lock": Folder()}, RESUME, 1,
          "sw/.lock is a folder, not a regular file", writes=W),
@@ -200,10 +278,14 @@ CASES = [
          "train.lr=-1e308..1.7e308"), 1, "the ends of a range must lie within -1e300..1e300", check=_nothing_made),
     Case("sweep-random-range-4300-digits", "bombs", {}, (*SWEEP, "--random", "2", "--grid", "seed=1" + "0" * 5000 +
          "..2"), 1, "the ends of a range must lie within", check=_nothing_made),
-    Case("sweep-summary-of-3000-metrics", "bombs", {"sw/sweep.json": plan(), "sw/results.json": DONE,
+    Case("sweep-summary-of-3000-metrics", "bombs", {"sw/sweep.json": plan(steps=None), "sw/results.json": DONE,
          "sw/trial-001": Asset("run"), "sw/trial-002": Asset("run"), "sw/trial-001/metrics.jsonl": _many_metrics()},
          RESUME, 0, "names more than 64 metrics", writes=W, check=_columns_bounded),
     # *** a Ray cluster that is not there: said before any folder is made ***
+    # *** a name validation and train accept, a sweep accepts: its folder <name>-sweep-<n> fits in 255 bytes ***
+    Case("sweep-name-at-validation-s-limits", "state", {"long.yaml": LIMIT_SPEC}, ("sweep", "long.yaml", "--grid",
+         "train.lr=0.01", "--steps", "1", "--device", "CPU", "--out", "runs"), 0, f"runs/{LIMIT_NAME}-sweep-1",
+         writes=("runs",)),
     Case("sweep-ray-address-nothing-listening", "hangs", {}, ("sweep", "tiny.yaml", "--grid", "train.lr=0.01,0.02",
          "--backend", "ray", "--address", f"127.0.0.1:{_closed_port()}"), 3, "does not answer (connection refused)",
          check=_nothing_made),
@@ -213,11 +295,25 @@ CASES = [
     Case("sweep-ray-address-not-an-address", "hangs", {}, ("sweep", "tiny.yaml", "--grid", "train.lr=0.01,0.02",
          "--backend", "ray", "--address", "no port here"), 2, "is not a Ray address", check=_nothing_made),
 ]
+PLOT_CASES = [
+    # *** names from the trials' files drawn into compare.png: escaped, and no matplotlib warning on stderr ***
+    Case("sweep-summary-plot-names-escapes", "terminal", {**ONE, "sw/results.json": json.dumps({"trial-001": {
+         "exit_code": 0, "error": ""}}), "sw/trial-001": Asset("run"), "sw/trial-001/metrics.jsonl": _escaped_names()},
+         RESUME, 0, "1 finished", writes=W),
+]
 # fmt: on
 
 
 def _params() -> list:
     return [pytest.param(c, id=c.id, marks=[pytest.mark.slow] if c.slow else []) for c in CASES]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("matplotlib") is None, reason="needs matplotlib (the plot extra)")
+@pytest.mark.parametrize("case", PLOT_CASES, ids=[c.id for c in PLOT_CASES])
+def test_hostile_sweep_plot_case(case: Case, folders: Folders) -> None:
+    result = check_case(folders, case)
+    assert "Warning" not in result.output, result.output  # NOTE: matplotlib's, with a source line and the raw name
+    assert (folders.project / "sw" / "compare.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.mark.parametrize("case", _params())
@@ -228,4 +324,4 @@ def test_hostile_sweep_case(case: Case, folders: Folders) -> None:
 
 
 def test_case_ids_are_unique() -> None:
-    assert len({c.id for c in CASES}) == len(CASES)
+    assert len({c.id for c in CASES + PLOT_CASES}) == len(CASES + PLOT_CASES)

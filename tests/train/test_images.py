@@ -222,28 +222,162 @@ def test_a_large_jpeg_counts_at_its_reduced_scale(tmp_path: Path) -> None:
     assert len(ds.x_train) + len(ds.x_valid) == 11
 
 
-def test_a_jpeg_too_short_for_its_declared_size_is_damaged(tmp_path: Path) -> None:
-    """An 8x8 JPEG whose frame header is edited to say 5000x5000: libjpeg would pad it with gray and only warn."""
-    photos = folder(tmp_path, size=(32, 32))
+def edited_jpeg(width: int, height: int, mode: str = "L", progressive: bool = False, comment: bytes = b"",
+                tail: bytes = b"") -> bytes:  # fmt: skip
+    """An 8x8 JPEG whose frame header is edited to say width x height, with a comment segment after SOI and `tail`
+    after EOI: libjpeg would fill what its scans lack with gray and only warn (issue 30)."""
     buf = io.BytesIO()
-    Image.new("L", (8, 8)).save(buf, "JPEG")
+    Image.new(mode, (8, 8)).save(buf, "JPEG", progressive=progressive)
     raw = bytearray(buf.getvalue())
-    at = raw.find(b"\xff\xc0")
-    raw[at + 5 : at + 9] = struct.pack(">HH", 5000, 5000)
-    (photos / "cat" / "cut.jpg").write_bytes(bytes(raw))
-    path = spec(tmp_path, "resize: true\n", shape="[3, 32, 32]")
-    assert messages(path) == [f"{path}:8:9: error: {photos / 'cat' / 'cut.jpg'} declares 5000x5000 pixels but holds "
-                              f"{len(raw)} bytes, too few for them (at least 48,828): it is damaged or cut short\n"
-                              "  hint: replace or remove the file"]  # fmt: skip
+    at = max(raw.find(b"\xff\xc0"), raw.find(b"\xff\xc2"))
+    raw[at + 5 : at + 9] = struct.pack(">HH", height, width)
+    com = b"\xff\xfe" + struct.pack(">H", len(comment) + 2) + comment if comment else b""
+    return bytes(raw[:2] + com + raw[2:]) + tail
 
 
-@pytest.mark.parametrize("progressive", [False, True])
-def test_the_smallest_honest_jpegs_are_not_taken_for_damaged(tmp_path: Path, progressive: bool) -> None:
-    """One color over 2400x1800, Huffman tables optimized: about the fewest bytes a real JPEG of that size holds."""
+def restart_jpeg(width: int, height: int, scan: bytes | None = None) -> bytes:
+    """A grayscale baseline JPEG built by hand with a restart marker after every block (Pillow 10 cannot write DRI):
+    one-code Huffman tables, each block a DC difference of 0 and an end-of-block (bits 00, padded with ones: 3F), so a
+    flat gray 128 image. `scan` replaces the entropy-coded data."""
+    blocks = -(-width // 8) * -(-height // 8)
+    table = bytes([1] + [0] * 15) + b"\0"  # NOTE: one code of one bit, for symbol 0 (DC: no difference; AC: EOB)
+    data = b"".join(b"\x3f" + (b"\xff" + bytes([0xD0 + k % 8]) if k < blocks - 1 else b"") for k in range(blocks))
+    return (b"\xff\xd8\xff\xdb\x00\x43\x00" + b"\x01" * 64 + b"\xff\xc0\x00\x0b\x08" + struct.pack(">HH", height, width)
+            + b"\x01\x01\x11\x00\xff\xc4\x00\x14\x00" + table + b"\xff\xc4\x00\x14\x10" + table
+            + b"\xff\xdd\x00\x04\x00\x01\xff\xda\x00\x08\x01\x01\x00\x00\x3f\x00" + (data if scan is None else scan)
+            + b"\xff\xd9")  # fmt: skip
+
+
+def test_a_jpeg_too_short_for_its_declared_size_is_damaged(tmp_path: Path) -> None:
+    """Only the bytes of its scans count (not comments, EXIF, or what follows EOI), and only the frame header present
+    decides arithmetic coding: bytes FF C9 in a comment or after EOI do not switch the check off (issue 30)."""
+    photos, at = folder(tmp_path, size=(32, 32)), f"{tmp_path / 'spec.yaml'}:8:9: error: "
+    pad = b"x" * 9000
+    made = {"pad.jpg": edited_jpeg(2000, 2000, comment=pad), "c9.jpg": edited_jpeg(5000, 5000, comment=b"\xff\xc9"),
+            "tail.jpg": edited_jpeg(5000, 5000, tail=b"\xff\xc9"),
+            "print.jpg": edited_jpeg(2000, 2000, "CMYK", comment=pad),
+            "deep.jpg": edited_jpeg(4000, 1000, progressive=True, comment=pad),
+            "resets.jpg": restart_jpeg(2000, 2000, b"\xff\xd0\xff\xd1" * 5000)}  # fmt: skip
+    for name, raw in made.items():
+        (photos / "cat" / name).write_bytes(raw)
+    said = messages(spec(tmp_path, "resize: true\n", shape="[3, 32, 32]"))
+    cut = "image data holds {} bytes, too few for them (at least {}): it is damaged or cut short"
+    assert said == [
+        f"{at}{photos / 'cat' / 'c9.jpg'} declares 5000x5000 pixels but its {cut.format(3, '48,829')}\n"
+        "  hint: replace or remove the file",
+        f"{at}{photos / 'cat' / 'deep.jpg'} declares 4000x1000 pixels but its {cut.format(6, '7,813')}",
+        f"{at}{photos / 'cat' / 'pad.jpg'} declares 2000x2000 pixels but its {cut.format(3, '7,813')}",
+        f"{at}{photos / 'cat' / 'print.jpg'} declares 2000x2000 pixels but its {cut.format(8, '7,813')}",
+        f"{at}{photos / 'cat' / 'resets.jpg'} declares 2000x2000 pixels but its {cut.format(0, '7,813')}",
+        f"{at}{photos / 'cat' / 'tail.jpg'} declares 5000x5000 pixels but its {cut.format(3, '48,829')}"]  # fmt: skip
+
+
+def test_a_jpeg_whose_markers_do_not_hold_together_is_damaged(tmp_path: Path) -> None:
+    """Cut in its scan (even by its last two bytes, EOI), a segment longer than the file after the scan (Pillow reads
+    only up to the scan), stray bytes between segments, a second frame header: refused with the byte where the walk
+    stopped, never decoded with gray filling."""
+    photos, at = folder(tmp_path, size=(32, 32)), f"{tmp_path / 'spec.yaml'}:8:9: error: "
+    buf = io.BytesIO()
+    Image.new("L", (64, 64), 90).save(buf, "JPEG")
+    good = buf.getvalue()
+    frame, scan = good.index(b"\xff\xc0"), good.index(b"\xff\xda") + 10
+    made = {"a.jpg": good[: scan + 4], "b.jpg": good[:-2], "c.jpg": good[:-2] + b"\xff\xfe\x40\x00",
+            "d.jpg": good[:frame] + b"\0" + good[frame:],
+            "e.jpg": good[:frame] + good[frame : frame + 13] + good[frame:]}  # fmt: skip
+    for name, raw in made.items():
+        (photos / "cat" / name).write_bytes(raw)
+    said = messages(spec(tmp_path, "resize: true\n", shape="[3, 32, 32]"))
+    why = {"a": f"a scan that runs to the end of the file (no end-of-image marker) at byte {scan:,}",
+           "b": f"a scan that runs to the end of the file (no end-of-image marker) at byte {scan:,}",
+           "c": f"a segment longer than the file at byte {len(good) - 2:,}",
+           "d": f"stray bytes where a marker belongs at byte {frame}",
+           "e": f"a second frame header at byte {frame + 13}"}  # fmt: skip
+    assert said == [f"{at}{photos / 'cat' / k}.jpg cannot be read as an image: it is damaged or cut short (JPEG: {w})"
+                    + ("\n  hint: replace or remove the file" if k == "a" else "") for k, w in why.items()]  # fmt: skip
+
+
+HONEST = {"gray": ("L", {}), "progressive": ("L", {"progressive": True}), "420": ("RGB", {"subsampling": 2}),
+          "444 progressive": ("RGB", {"subsampling": 0, "progressive": True}), "cmyk": ("CMYK", {}),
+          "cmyk progressive": ("CMYK", {"progressive": True})}  # fmt: skip
+
+
+@pytest.mark.parametrize("kind", HONEST)
+def test_the_smallest_honest_jpegs_are_not_taken_for_damaged(tmp_path: Path, kind: str) -> None:
+    """One color over 2401x1799, Huffman tables optimized: about the fewest bytes a real JPEG of that size holds (2
+    bits per block of gray), in every layout Pillow writes."""
+    mode, options = HONEST[kind]
     photos = folder(tmp_path, size=(32, 32))
-    Image.new("L", (2400, 1800), 128).save(photos / "cat" / "flat.jpg", optimize=True, progressive=progressive)
+    Image.new(mode, (2401, 1799), (90,) * len(mode)).save(photos / "cat" / "flat.jpg", optimize=True, **options)
     ds = load_data(validate_file(spec(tmp_path, "resize: true\n", shape="[3, 32, 32]")))
     assert len(ds.x_train) + len(ds.x_valid) == 11
+
+
+def test_honest_jpegs_with_restarts_or_noise_are_read(tmp_path: Path) -> None:
+    """A restart marker after every block (not counted as image data, yet 1 byte of data per block is plenty), and
+    a photo-like noise image: read as written."""
+    from specgrad.train.data import read_image
+
+    flat = read_image(restart_jpeg(2000, 2000), "r.jpg", (1, 32, 32), True, Image)
+    np.testing.assert_allclose(flat, 128 / 255, atol=1e-6)
+    noise = (np.random.default_rng(0).random((480, 640, 3)) * 255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(noise).save(buf, "JPEG", quality=90)
+    got = read_image(buf.getvalue(), "n.jpg", (3, 480, 640), False, Image)
+    assert abs(float(got.mean()) - noise.mean() / 255) < 0.01
+
+
+def png(width: int, height: int, rows: bytes, interlace: int = 0) -> bytes:
+    """A grayscale 8-bit PNG of width x height whose image data is `rows` (filter bytes included), compressed whole:
+    a complete zlib stream whatever it holds."""
+
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, interlace)
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(rows))
+            + chunk(b"IEND", b""))  # fmt: skip
+
+
+def adam7(a: np.ndarray) -> bytes:
+    """The image data of `a` (height x width, uint8) interlaced: Adam7's passes, each row with filter byte 0."""
+    passes = ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2))
+    return b"".join(b"\0" + r.tobytes() for x, y, dx, dy in passes for r in a[y::dy, x::dx] if r.size)
+
+
+def test_a_png_holding_fewer_rows_than_it_declares_is_damaged(tmp_path: Path) -> None:
+    """A complete zlib stream of 3 rows for an 8x8 image decodes without an error, the missing rows 0 (issue 30); so
+    does an interlaced one a byte short, and a chunk cut by the end of the file is named as such."""
+    photos, at = folder(tmp_path, size=(8, 8)), f"{tmp_path / 'spec.yaml'}:8:9: error: "
+    a = np.arange(64, dtype=np.uint8).reshape(8, 8)
+    (photos / "cat" / "a.png").write_bytes(png(8, 8, b"".join(b"\0" + bytes([200]) * 8 for _ in range(3))))
+    (photos / "cat" / "b.png").write_bytes(png(8, 8, adam7(a)[:-1], interlace=1))
+    (photos / "cat" / "c.png").write_bytes(png(8, 8, adam7(a), interlace=1)[:-20])
+    said = messages(spec(tmp_path, shape="[1, 8, 8]"))
+    assert said == [f"{at}{photos / 'cat' / 'a.png'} declares 8x8 pixels but its image data holds 27 of the 72 bytes "
+                    "they need: it is damaged or cut short\n  hint: replace or remove the file",
+                    f"{at}{photos / 'cat' / 'b.png'} declares 8x8 pixels but its image data holds 78 of the 79 bytes "
+                    "they need: it is damaged or cut short",
+                    f"{at}{photos / 'cat' / 'c.png'} cannot be read as an image: it is damaged or cut short (PNG: its "
+                    "last chunk runs past the end of the file)"]  # fmt: skip
+
+
+@pytest.mark.parametrize("mode", ["1", "L", "LA", "P", "RGB", "RGBA", "I;16", "adam7"])
+def test_honest_pngs_of_every_layout_are_read(tmp_path: Path, mode: str) -> None:
+    """Every bit depth and colour type Pillow writes (1-bit, palette, 16-bit), and Adam7 interlacing built by hand
+    (Pillow does not write it), at a size whose rows end mid-byte: counted right, read as written."""
+    from specgrad.train.data import read_image
+
+    a = (np.random.default_rng(0).random((11, 13)) * 255).astype(np.uint8)
+    if mode == "adam7":
+        raw = png(13, 11, adam7(a), interlace=1)
+    else:
+        img = Image.fromarray(a).convert(mode) if mode != "I;16" else Image.fromarray(a.astype(np.uint16) * 257)
+        buf = io.BytesIO()
+        img.save(buf, "PNG")
+        raw = buf.getvalue()
+    got = read_image(raw, "x.png", (1, 11, 13), False, Image)
+    if mode in ("L", "LA", "I;16", "adam7"):
+        np.testing.assert_allclose(got[0], a / 255, atol=1e-6)
 
 
 def test_pillow_missing_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -122,6 +122,8 @@ def test_plots_are_bounded_whatever_the_data_says() -> None:
     assert plottable(1.5) and plottable(-MAX_VALUE) and not plottable(1e308) and not plottable(float("nan"))
     assert not plottable(True) and not plottable("1")
     assert plain("$\\foo$") == "\\$\\foo\\$" and len(plain("x" * 10_000)) == 80
+    # NOTE: names from files escaped as a terminal's text is: ESC and BEL have no glyph (a box and a warning)
+    assert plain("\x1b[31mX\x07\u202e") == "\\x1b[31mX\\x07\\u202e" and len(plain("\x1b" * 100)) == 80
 
 
 def _run(curves: dict[str, list[tuple[int, float]]]) -> Run:
@@ -185,3 +187,27 @@ def test_a_run_folders_name_is_checked_in_bytes_when_it_is_made(tmp_path: Path) 
         new_run_folder(tmp_path, "€" * 100)
     assert not any(tmp_path.iterdir())
     check_name("é" * 100)
+
+
+@pytest.mark.parametrize("final", ["best", "last"])
+def test_resume_without_the_best_checkpoint_never_ends_with_the_last_weights(tmp_path: Path, final: str) -> None:
+    """train.final_weights: best needs checkpoints/best.safetensors to end the run: a resumed run whose best
+    checkpoint was removed is refused before any step, naming it; with final_weights: last it is not needed."""
+    (tmp_path / "tiny.yaml").write_text(TINY.replace("lr: 0.01}", f"lr: 0.01, final_weights: {final}}}"))
+    result = runner.invoke(app, ["train", str(tmp_path / "tiny.yaml"), "--out", str(tmp_path / "runs"), "--steps",
+                                 "4", "--device", "CPU"])  # fmt: skip
+    assert result.exit_code == 0, result.output
+    run = tmp_path / "runs" / "tiny-1"
+    best = run / "checkpoints" / "best.safetensors"
+    epoch = safe_load_metadata(best)["epoch"]
+    best.unlink()
+    (run / "model.safetensors").unlink()
+    result = runner.invoke(app, ["train", "--resume", str(run), "--device", "CPU"])
+    if final == "last":
+        assert result.exit_code == 0, result.output
+        assert safe_load_metadata(run / "model.safetensors")["weights"] == "last"
+        return
+    assert result.exit_code == 1, result.output
+    assert f"{best} is missing: it holds the weights of epoch {epoch}, the best" in result.output
+    assert "train.final_weights: last" in result.output and "no validation metric" not in result.output
+    assert not (run / "model.safetensors").exists()

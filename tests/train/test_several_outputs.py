@@ -345,16 +345,20 @@ def test_token_inputs_and_a_class_per_position(tmp_path: Path) -> None:
 def test_weights_another_tool_wrote_take_each_outputs_task_from_its_loss(trained: Path, tmp_path: Path,
                                                                          cc: str) -> None:  # fmt: skip
     """Without a task in the weights' metadata, fault (cross_entropy) is served as a classifier and load (mse) as a
-    regression without statistics, by run and by the C export alike."""
+    regression without statistics, by run and by the C export alike (the spec saying its data is raw: without it,
+    weights with no statistics are refused, as their numbers would be wrong for a spec that standardizes)."""
     bare = tmp_path / "bare.safetensors"
     safe_save(safe_load(trained / "model.safetensors"), bare)
     with np.load(EXAMPLE.with_suffix(".npz")) as z:
         sensor, context = z["sensor"][:4], z["context"][:4]
     np.savez(tmp_path / "in.npz", sensor=sensor, context=context)
+    raw = ["--set", "data.normalize=false", "--set", "data.normalize_target=false"]
+    refused = runner.invoke(app, ["run", str(EXAMPLE), "--weights", str(bare), "--input", str(tmp_path / "in.npz")])
+    assert refused.exit_code == 1 and "--set data.normalize=false --set data.normalize_target=false" in refused.output
     for args in (
         ["run", str(EXAMPLE), "--weights", str(bare), "--input", str(tmp_path / "in.npz"), "--output",
-         str(tmp_path / "out.npz")],
-        ["export", str(EXAMPLE), "--weights", str(bare), "--format", "c", "--out", str(tmp_path / "m.c")],
+         str(tmp_path / "out.npz"), *raw],
+        ["export", str(EXAMPLE), "--weights", str(bare), "--format", "c", "--out", str(tmp_path / "m.c"), *raw],
     ):  # fmt: skip
         result = runner.invoke(app, args)
         assert result.exit_code == 0, result.output

@@ -19,6 +19,7 @@ from specgrad.helpers import DeviceUnavailable
 from specgrad.modelspec.errors import SpecError
 from specgrad.train.folder_io import read_tail_in
 from specgrad.train.sweep import (
+    BUSY,
     MAX_ERROR,
     PLAN,
     Plan,
@@ -28,7 +29,10 @@ from specgrad.train.sweep import (
     parse_grid,
     plan_trials,
     read_results,
+    record_result,
     spec_digest,
+    state,
+    summary_csv,
 )
 
 SPEC = "specgrad: 1\nname: t\ninput: {shape: [2]}\nmodel: [{linear: 2}]\n"
@@ -83,6 +87,7 @@ def _plan_doc(tmp_path: Path, **changes) -> dict:
 @pytest.mark.parametrize("changes,said", [
     ({"steps": -5}, "steps must be a whole number from 1 to 1,099,511,627,776 (or null), not -5"),
     ({"steps": 1e308}, "not 1e+308"),
+    ({"steps": 1.0}, "steps must be a whole number from 1 to 1,099,511,627,776 (or null), not 1.0"),
     ({"steps": True}, "not true"),
     ({"steps": None, "epochs": 10**40}, "not a number of more than 30 digits"),
     ({"epochs": 3}, "both epochs and steps"),
@@ -135,6 +140,45 @@ def test_results_are_checked_against_the_plan(tmp_path: Path) -> None:
             read_results(folder, plan)
 
 
+def test_an_error_is_escaped_when_written_and_refused_unescaped_when_read(tmp_path: Path) -> None:
+    """specgrad escapes the errors it records (results.json), so one holding a terminal's escape sequences or a bidi
+    override was not written by it: damage, never copied on into summary.csv."""
+    folder = tmp_path / "sw"
+    folder.mkdir()
+    (folder / PLAN).write_text(json.dumps(_plan_doc(tmp_path)))
+    plan, results = Plan.read(folder), {}
+    record_result(folder, results, plan.trials[0], 1, "error: \x1b]0;title\x07\x1b[2J\u202eevil\tend")
+    kept = read_results(folder, plan)["trial-001"]["error"]
+    assert kept == "error: \\x1b]0;title\\x07\\x1b[2J\\u202eevil\\tend" and kept == results["trial-001"]["error"]
+    record_result(folder, results, plan.trials[1], 1, "\x1b" * MAX_ERROR)
+    assert len(read_results(folder, plan)["trial-002"]["error"]) == MAX_ERROR, "escaped, then cut to its size"
+    for error in ("\x1b[2J", "a\u202eb", "\x07", "line\nbreak", "\u2066isolate"):
+        (folder / "results.json").write_text(json.dumps({"trial-001": {"exit_code": 1, "error": error}}))
+        with pytest.raises(SpecError, match="trial-001's error holds control or format characters"):
+            read_results(folder, plan)
+
+
+def test_the_summary_s_texts_are_escaped() -> None:
+    rows = [{"trial": "trial-001", "state": "failed", "overrides": {"vars.tag": "\x1b[31mred\u202e"},
+             "error": "\x1b]0;x\x07", "run": "sw/trial-001"}]  # fmt: skip
+    text = summary_csv(rows, ["vars.tag"])
+    assert len(text.splitlines()) == 2 and all(line.isprintable() for line in text.splitlines()), text
+    assert "\\x1b[31mred\\u202e" in text and "\\x1b]0;x\\x07" in text
+
+
+def test_a_trial_whose_folder_was_busy_is_tried_again(tmp_path: Path) -> None:
+    """A trial not run because another process held its folder is recorded, but not as a failure: --resume runs it."""
+    folder = tmp_path / "sw"
+    folder.mkdir()
+    (folder / PLAN).write_text(json.dumps(_plan_doc(tmp_path)))
+    plan, results = Plan.read(folder), {}
+    record_result(folder, results, plan.trials[0], BUSY, "error: sw/trial-001 is in use by another specgrad process")
+    record_result(folder, results, plan.trials[1], 1, "error: it failed")
+    again = read_results(folder, plan)
+    assert again["trial-001"] == {"exit_code": BUSY, "error": ""}
+    assert [state(folder, t, again) for t in plan.trials] == ["to do", "failed"]
+
+
 def test_a_failed_trial_s_error_keeps_only_its_error_and_hint_lines(tmp_path: Path) -> None:
     (tmp_path / "logs").mkdir()
     trial = Trial("trial-001", ["train.lr=0.1"])
@@ -179,3 +223,22 @@ def test_ray_not_installed_is_said_before_any_folder(monkeypatch: pytest.MonkeyP
     with pytest.raises(ImportError, match="pip install 'specgrad\\[ray\\]'"):
         with cli_sweep._backend("ray", None):
             pytest.fail("ray is not installed: nothing runs")
+
+
+# NOTE: names at validation's limits: 100 characters; 239 bytes (81 characters of 3 bytes and 1); both at once
+LIMIT_NAMES = ["a" * 100, "\u0e01" * 79 + "ab", "\u0e01" * 69 + "\u00e9" + "a" * 30]
+
+
+@pytest.mark.parametrize("name", LIMIT_NAMES, ids=["100-characters", "239-bytes", "100-characters-239-bytes"])
+def test_a_sweep_takes_every_name_validation_takes(tmp_path: Path, name: str) -> None:
+    """A spec's name leaves room for the folder a sweep adds: <name>-sweep-<n> fits a file system's 255 bytes
+    whenever validation accepts the name (it is the spec's name the rule is about, not the folder's)."""
+    from specgrad.modelspec.validate import MAX_NAME, MAX_NAME_BYTES, validate_file
+
+    assert len(name) == MAX_NAME or len(name.encode()) == MAX_NAME_BYTES
+    spec = tmp_path / "s.yaml"
+    spec.write_text(SPEC.replace("name: t", f"name: {name}"), encoding="utf-8")
+    assert validate_file(str(spec)).values["name"] == name
+    folder, plan = cli_sweep._start(spec, ["train.lr=0.01,0.02"], None, 0, [], None, 1, None, tmp_path / "runs")
+    assert folder == tmp_path / "runs" / f"{name}-sweep-1" and (folder / PLAN).is_file()
+    assert len(f"{name}-sweep-999999999".encode()) <= 255 and len(plan.trials) == 2
