@@ -38,10 +38,11 @@ from specgrad.cli.compare import plot_notes, print_table
 from specgrad.cli.errors import handled
 from specgrad.cli.train import train, with_length
 
+from specgrad.device import is_compute_device
 from specgrad.flags import MAX_FILE_MB, SPEC_ALLOW_OUTSIDE, SPEC_ROOT
 from specgrad.helpers import DeviceUnavailable
 from specgrad.modelspec.errors import Problem, SpecError, excerpt, printable
-from specgrad.modelspec.validate import ValidSpec, validate_file
+from specgrad.modelspec.validate import NAME_MAX, ValidSpec, validate_file
 from specgrad.modelspec.weights import given_init, init_file
 from specgrad.runtime.ops_clang import cores
 from specgrad.train.compare import MAX_METRICS, curves_png, differences, read_run
@@ -56,7 +57,6 @@ from specgrad.train.sweep import (
     Plan,
     Trial,
     check_as_planned,
-    is_compute_device,
     is_failure,
     parse_grid,
     plan_trials,
@@ -72,7 +72,6 @@ PARENT = "SPECGRAD_TRIAL_PARENT"  # NOTE: the pid that started a trial's process
 RAY_TIMEOUT_S = 10  # NOTE: a cluster that does not accept a connection in this long is not there
 RAY_ADDRESS = re.compile(r"(?:ray://)?(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):([0-9]{1,5})")
 LOG_TAIL = 64 << 10  # NOTE: bytes of a failed trial's log read for its error (its last words)
-NAME_MAX = 255  # NOTE: bytes of one file name on Linux's and macOS's file systems
 
 
 def sweep(spec_path: Path | None, grid: list[str], random: int | None, seed: int, overrides: list[str],

@@ -17,7 +17,7 @@ from specgrad.cli.export import EXTENSIONS, write_export
 from specgrad.cli.validate import data_line
 
 from specgrad import Device
-from specgrad.device import DeviceUnavailable
+from specgrad.device import is_compute_device
 from specgrad.helpers import WriteError
 from specgrad.modelspec.errors import SpecError, excerpt, printable
 from specgrad.modelspec.validate import ValidSpec, validate_file
@@ -99,7 +99,7 @@ def _resume_device(folder: Path, device: str | None) -> str | None:
     except SpecError:  # NOTE: a damaged checkpoint: resuming reports it, once stray files are cleaned up
         found = None
     trained_on = found[1].get("device") if found else None
-    if trained_on is not None and not _is_compute_device(trained_on):  # NOTE: metadata is not covered by checksums
+    if trained_on is not None and not is_compute_device(trained_on):  # NOTE: metadata is not covered by checksums
         raise SpecError.at(None, f"the checkpoint {found[0]} is damaged (it names the device "
                            f"'{excerpt(trained_on, 40)}', which training does not run on)",
                            "delete it to resume from the one before, or pass --device")  # fmt: skip
@@ -107,14 +107,6 @@ def _resume_device(folder: Path, device: str | None) -> str | None:
         typer.echo(f"note: {folder} trained on {trained_on}; on {device} its weights will not be bit-identical to "
                    "an uninterrupted run")  # fmt: skip
     return device or trained_on
-
-
-def _is_compute_device(name: str) -> bool:
-    """A device name training can run on (a checkpoint records it): a known device, not a file's DISK device."""
-    try:
-        return not Device.canonicalize(name).startswith("DISK")
-    except DeviceUnavailable:
-        return False
 
 
 def _train(spec: ValidSpec, trainer: Trainer, folder: Path, resume: bool) -> None:

@@ -132,6 +132,15 @@ class _DeviceRegistry:
 Device = _DeviceRegistry()
 
 
+def is_compute_device(name: str) -> bool:
+    """A device name training can run on (a checkpoint or a sweep plan records one): a known device, not a file's
+    DISK device, and no longer than any device's name."""
+    try:
+        return len(name) <= 64 and not Device.canonicalize(name).startswith("DISK")
+    except DeviceUnavailable:
+        return False
+
+
 # *** memory ***
 
 

@@ -38,7 +38,6 @@ class Flag:
     accepts: str | None = None
 
     def __post_init__(self) -> None:
-        self._var: contextvars.ContextVar = contextvars.ContextVar(self.name)
         # NOTE: read at import as always, but a bad value is kept, not raised: an import never fails, the command
         # line reports every bad flag in one line each (check_environment), and code reading it gets the FlagError
         raw = os.environ.get(self.name, "")
@@ -46,6 +45,9 @@ class Flag:
             self._initial: int | str | FlagError = self.default if raw == "" else self.parse(raw)
         except FlagError as e:
             self._initial = e
+        # NOTE: a good value is the variable's default, so a read (DEBUG: every kernel launch) is one get
+        self._var: contextvars.ContextVar = contextvars.ContextVar(self.name) if isinstance(self._initial, FlagError) \
+            else contextvars.ContextVar(self.name, default=self._initial)  # fmt: skip
 
     def parse(self, raw: str) -> int | str:
         """`raw` as this flag takes it; a FlagError naming the flag, the value and what it takes."""
@@ -81,10 +83,10 @@ class Flag:
 
     @property
     def value(self) -> int | str:
-        ret = self._var.get(self._initial)
-        if isinstance(ret, FlagError):
-            raise ret
-        return ret
+        try:
+            return self._var.get()
+        except LookupError:  # NOTE: only where the environment's value was refused and nothing set another
+            raise self._initial from None  # type: ignore[misc]
 
     @property
     def error(self) -> FlagError | None:
@@ -169,8 +171,8 @@ def render_flags_markdown() -> str:
 ONOFF = (0, 1)
 COUNT = 1024  # NOTE: the most threads or compile jobs (the CLANG device's pool clamps its threads lower)
 
-DEBUG = flag("DEBUG", 0, "debug output: 1 kernel counts per schedule, 2 each kernel run, 3 asts, 4 generated source",
-             low=0, high=4)  # fmt: skip
+DEBUG = flag("DEBUG", 0, "debug output: 1 kernel counts per schedule, 2 each kernel run, 3 asts, 4 generated source "
+             "(more is as 4)", low=0, high=99)  # fmt: skip
 CPU = flag("CPU", 0, "set to 1 to make the interpreted numpy device the default", choices=ONOFF)
 CLANG = flag("CLANG", 0, "set to 1 to make the CLANG (C compiler) device the default", choices=ONOFF)
 GPU = flag("GPU", 0, "set to 1 to make the GPU (OpenCL) device the default", choices=ONOFF)

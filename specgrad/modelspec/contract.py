@@ -10,6 +10,7 @@ Imports numpy and modelspec.validate.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,7 +185,7 @@ def _check_columns(spec: ValidSpec, columns: Columns | None) -> None:
         raise ContractError(f"the weights' columns read the features {_names(got)}, but data.features of {spec.path} "
                             f"is {_names(features)}: training reads them in the spec's order")  # fmt: skip
     if target in got or len(set(got)) != len(got):
-        twice = target if target in got else next(f for k, f in enumerate(got) if f in got[:k])
+        twice = target if target in got else first_repeat(got)
         raise ContractError(f"the weights' columns read the column '{excerpt(twice, 40)}' "
                             f"{'as a feature, but it is the target' if twice == target else 'twice'}: training "
                             "reads each feature once, never the target")  # fmt: skip
@@ -194,7 +195,8 @@ def _check_columns(spec: ValidSpec, columns: Columns | None) -> None:
         raise ContractError(f"the weights' columns encode {_encodings(have)}, but data.categorical of {spec.path} "
                             f"says {_encodings(want)}")  # fmt: skip
     for f, (_, values) in columns.categorical.items():
-        bad = next((v for k, v in enumerate(values) if v != v.strip() or not v or v in values[:k]), None)
+        bad = next((v for v in values if v != v.strip() or not v), None)
+        bad = first_repeat(values) if bad is None else bad
         if bad is not None or not values:
             raise ContractError(f"the weights' columns give the column '{excerpt(f, 40)}' the categories "
                                 f"{_names(list(values))}: training writes each distinct value of the training rows "
@@ -253,6 +255,16 @@ def _unwritten_named(spec: ValidSpec, meta: dict[str, str]) -> list[str]:
     return ret
 
 
+def first_repeat(xs: Sequence[Any]) -> Any:
+    """The first value that appeared before it in `xs`, or None (in one pass: vocabularies run to 10^5 values)."""
+    seen: set = set()
+    for x in xs:
+        if x in seen:
+            return x
+        seen.add(x)
+    return None
+
+
 def spec_task(spec: ValidSpec, output: str | None = None) -> str | None:
     """The task training gives the output (the model's one output by default), from what the spec says: its loss
     (mse: regress; cross_entropy: language on a text source, else classify), as training insists; None for a spec
@@ -291,7 +303,7 @@ def _head(task: str, out_shape: tuple[int, ...], meta: dict[str, str], where: st
         if len(names) != out_shape[-1] or not all(isinstance(n, str) for n in names):
             raise ContractError(f"the weights' class_names{where} must be {out_shape[-1]} strings, one per output, "
                                 f"got {meta['class_names'][:80]}")  # fmt: skip
-        if twice := next((n for k, n in enumerate(names) if n in names[:k]), None):
+        if twice := first_repeat(names):
             raise ContractError(f"the weights' class_names{where} name '{excerpt(twice, 40)}' twice: training writes "
                                 "each class once")  # fmt: skip
     return RunContract(task, target=target, class_names=names)

@@ -20,7 +20,7 @@ from specgrad.modelspec.errors import SpecError, excerpt
 from specgrad.modelspec.validate import validate_file
 from specgrad.train.folder_io import LOG_CAP, STATE_CAP, json_lines, parse_json, read_in, regular_file
 from specgrad.train.plots import MAX_PANELS, panels, plain, plottable, png, quiet
-from specgrad.train.run_folder import FINAL, METRICS, PATH_KEYS, RESOLVED, is_run_folder, resolved_spec_file
+from specgrad.train.run_folder import FINAL, METRICS, PATH_KEYS, RESOLVED, is_count, is_run_folder, resolved_spec_file
 
 HIGHER_IS_BETTER = ("accuracy",)  # NOTE: every other metric (loss) is better lower
 # NOTE: specgrad writes a loss (and an accuracy) per output and one total: a few names, not thousands
@@ -29,7 +29,6 @@ MAX_SKIPPED = 100  # numbers of unreadable lines of metrics.jsonl kept (all are 
 MAX_LINES = 50  # runs drawn in a plot: the first given (a sweep's best)
 MAX_POINTS = 2000  # points of one line: a longer curve is thinned evenly, its first and last points kept
 BOOKKEEPING = ("split", "epoch", "step", "lr", "examples_per_s")
-COUNT = 1 << 62  # NOTE: epochs and steps specgrad counts stay far below this
 
 
 @dataclass
@@ -157,7 +156,7 @@ def _read_log(folder: Path, metric: str) -> _Log:
     log = _Log((metric, "loss"))
     for n, record in json_lines(read_in(folder, METRICS, LOG_CAP, missing_ok=True) or b""):
         if not (isinstance(record, dict) and isinstance(record.get("split"), str) and
-                all(_is_count(record.get(k)) for k in ("epoch", "step"))):  # fmt: skip
+                all(is_count(record.get(k)) for k in ("epoch", "step"))):  # fmt: skip
             log.skipped_count += 1
             if len(log.skipped) < MAX_SKIPPED:
                 log.skipped.append(n)
@@ -168,10 +167,6 @@ def _read_log(folder: Path, metric: str) -> _Log:
         elif record["split"] == "valid":
             log.add_valid(record["epoch"], record)
     return log
-
-
-def _is_count(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < COUNT
 
 
 def _numbers(record: dict[str, Any]) -> dict[str, Any]:

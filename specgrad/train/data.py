@@ -46,7 +46,7 @@ import numpy as np
 
 from specgrad.datasets import load_digits, load_text, split
 from specgrad.flags import MAX_FILE_MB
-from specgrad.modelspec.contract import Columns
+from specgrad.modelspec.contract import TINY, Columns
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import MIB, RELATIVE_HINT, SIZE_HINT, check_inside, open_data, read_data
 from specgrad.modelspec.layers import LAYERS
@@ -73,9 +73,10 @@ IMAGE_MODES = {1: "L", 3: "RGB", 4: "RGBA"}  # NOTE: the input's channels -> the
 MAX_IMAGES = 1_000_000  # NOTE: files listed in an images folder
 MAX_IMAGE_VALUES = 1 << 30  # NOTE: values of all images once decoded (4 GiB of float32), checked before decoding
 # NOTE: pixels one image may decode to, from its header before decoding: 16 times the input's height and width, or
-# 2^22 (4 megapixels, e.g. 2560x1600) where that is more. A JPEG is decoded at up to 1/8 scale per side (its draft
-# mode) when it is resized, so its declared pixels count 1/64.
-IMAGE_SCALE, MIN_IMAGE_PIXELS = 16, 1 << 22
+# 2^24 (16 megapixels: a 4K or 5K screenshot, 0.1-0.2 s to decode) where that is more. A JPEG is decoded at up to 1/8
+# scale per side (its draft mode) when it is resized, so its declared pixels count 1/64.
+IMAGE_SCALE, MIN_IMAGE_PIXELS = 16, 1 << 24
+JPEG_FORMATS = ("JPEG", "MPO")  # NOTE: Pillow opens a JPEG with a multi-picture block (phones, cameras) as MPO
 NONFINITE_HINT = "missing or infinite values cannot be learned from: fill in a number, or remove the row"
 # NOTE: data keys that do something for some sources only; any other source with the key given is an error
 APPLIES = {"path": ("text", "csv", "npz", "images"), "test_path": ("text", "csv", "npz", "images"),
@@ -646,7 +647,7 @@ def _statistics(x: np.ndarray, axis: int | tuple[int, ...] | None) -> dict[str, 
     mean, std = np.asarray(x.mean(axis=axis, keepdims=keep)), np.asarray(x.std(axis=axis, keepdims=keep))
     if keep:
         mean, std = mean[0], std[0]  # NOTE: without the batch axis
-    std = np.where(std < np.finfo(np.float32).tiny, 1.0, std)
+    std = np.where(std < TINY, 1.0, std)
     return {"mean": mean.astype(np.float32), "std": std.astype(np.float32)}
 
 
@@ -1531,11 +1532,11 @@ def read_image(raw: bytes, shown: str, shape: tuple[int, ...], resize: bool, ima
             warnings.simplefilter("ignore", UserWarning)  # NOTE: e.g. palette transparency notes on conversion
             with image.open(io.BytesIO(raw), formats=("PNG", "JPEG")) as img:
                 _check_declared_size(img, shown, shape, resize)
-                if img.format == "JPEG":
+                if img.format in JPEG_FORMATS:
                     _check_jpeg(raw, shown)
                 else:
                     _check_png_rows(img, raw, shown)
-                if resize and img.format == "JPEG":
+                if resize and img.format in JPEG_FORMATS:
                     img.draft(IMAGE_MODES[channels], (w, h))  # NOTE: JPEG decodes at a smaller scale, faster
                 img = ImageOps.exif_transpose(img)
                 if img.size != (w, h) and not resize:
@@ -1574,10 +1575,11 @@ def _check_declared_size(img: Any, shown: str, shape: tuple[int, ...], resize: b
     if not resize and (width, height) not in ((w, h), (h, w)):
         raise WrongSize(f"{shown} is {width}x{height} pixels, but the input's shape {list(shape)} takes {w}x{h} "
                         "images (width x height)")  # fmt: skip
-    decoded = width * height // (64 if img.format == "JPEG" and resize else 1)
+    jpeg = img.format in JPEG_FORMATS
+    decoded = width * height // (64 if jpeg and resize else 1)
     if decoded > (limit := decoded_pixel_limit(shape)):
         raise ValueError(f"{shown} is {width}x{height} pixels, more than an image is decoded for with an input of "
-                         f"{w}x{h} (at most {limit:,} pixels{', after JPEG reduction' if img.format == 'JPEG' else ''})"
+                         f"{w}x{h} (at most {limit:,} pixels{', after JPEG reduction' if jpeg else ''})"
                          )  # fmt: skip
 
 

@@ -29,7 +29,6 @@ from specgrad.modelspec.errors import SpecError
 MIB = 1 << 20
 STATE_CAP = 16 * MIB  # NOTE: sweep.json, results.json, evaluation JSON: a few KiB when specgrad writes them
 LOG_CAP = 1024 * MIB  # NOTE: metrics.jsonl of a run of 10^6 steps is about 150 MiB
-JSON_DEPTH = 64  # NOTE: specgrad's own JSON is at most 4 deep
 REMOVE_HINT = ("specgrad writes no links or special files into its folders: remove it (or restore the folder), then "
                "run again")  # fmt: skip
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -205,48 +204,24 @@ def read_tail_in(folder: Path, rel: str | PurePath, size: int) -> bytes:
 
 
 def parse_json(data: bytes, path: Path) -> Any:
-    """A JSON document specgrad wrote into one of its folders: bounded in depth and number length, UTF-8; anything
-    else is a SpecError naming the file and the position, never quoting it."""
+    """A JSON document specgrad wrote into one of its folders: UTF-8, bounded in depth (by json's own recursion
+    guard) and number length; anything else is a SpecError naming the file and the position, never quoting it."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise SpecError.at(None, f"{path} is not UTF-8 text (byte {e.start + 1})", _DAMAGED) from None
-    if _depth(text) > JSON_DEPTH:
-        raise SpecError.at(None, f"{path} is nested more than {JSON_DEPTH} deep, deeper than specgrad writes", _DAMAGED)
     try:
         return json.loads(text)
     except json.JSONDecodeError as e:
         raise SpecError.at(None, f"{path} is not valid JSON (line {e.lineno}, column {e.colno}: {e.msg})",
                            _DAMAGED) from None  # fmt: skip
-    except (ValueError, RecursionError):  # NOTE: an integer past Python's 4,300-digit limit
+    except RecursionError:  # NOTE: json's parser recurses once per level of [ and {
+        raise SpecError.at(None, f"{path} is nested too deep to be JSON specgrad wrote", _DAMAGED) from None
+    except ValueError:  # NOTE: an integer past Python's 4,300-digit limit
         raise SpecError.at(None, f"{path} holds a number too long to be one specgrad wrote", _DAMAGED) from None
 
 
 _DAMAGED = "it is damaged or was not written by specgrad: restore it, or remove it"
-
-
-def _depth(text: str) -> int:
-    """The deepest nesting of [ and { outside strings (a quick scan: json's own parser recurses and would overflow)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for c in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "[{":
-            depth += 1
-            deepest = max(deepest, depth)
-            if deepest > JSON_DEPTH:
-                return deepest
-        elif c in "]}":
-            depth -= 1
-    return deepest
 
 
 def read_json_in(folder: Path, rel: str | PurePath, cap: int = STATE_CAP, missing_ok: bool = False) -> Any:
@@ -309,16 +284,3 @@ def open_append_in(folder: Path, rel: str | PurePath, create: bool = False) -> i
         except FileNotFoundError as e:
             raise WriteError(path, "its folder does not exist", errno.ENOENT) from e
     raise SpecError.at(None, f"{path} keeps gaining hard links while it is written", REMOVE_HINT)
-
-
-def append_in(folder: Path, rel: str | PurePath, data: bytes) -> None:
-    """Append `data` to `folder/rel` (open_append_in); a failure is a WriteError naming the file."""
-    fd = open_append_in(folder, rel)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view) :]
-    except OSError as e:
-        raise WriteError(folder / rel, e.strerror or str(e), e.errno) from None
-    finally:
-        os.close(fd)

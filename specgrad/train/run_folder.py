@@ -297,12 +297,16 @@ class MetricsLog:
 
     def rewind(self, step: int, epoch: int) -> None:
         """Keep what was logged up to a checkpoint (step, epochs finished): a resumed run logs the rest again, so
-        nothing is recorded twice. A line cut short by a crash is dropped."""
-        kept = []
+        nothing is recorded twice. A line cut short by a crash is dropped, and so is a second record of a split at the
+        same step (train) or epoch (the others): a log specgrad wrote has none, so what is kept stays bounded by the
+        run's length whatever the file holds."""
+        kept, seen = [], set()
         for _, record in json_lines(read_in(self.folder, METRICS, LOG_CAP, missing_ok=True) or b""):
             if not is_record(record):
                 continue  # NOTE: dropped as a damaged line is: the records kept are printed and plotted later
-            if record["step"] <= step and (record["split"] == "train" or record["epoch"] <= epoch):
+            at = (record["split"], record["step"] if record["split"] == "train" else record["epoch"])
+            if at not in seen and record["step"] <= step and (record["split"] == "train" or record["epoch"] <= epoch):
+                seen.add(at)
                 kept.append(record)
         atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode())
         self.records = kept
@@ -317,7 +321,7 @@ def is_record(record: Any) -> bool:
     number within float32's range or not finite (a loss that blew up), a stop's reason a line of text."""
     if not isinstance(record, dict) or record.get("split") not in SPLITS:
         return False
-    if not all(_is_count(record.get(k)) for k in ("epoch", "step")):
+    if not all(is_count(record.get(k)) for k in ("epoch", "step")):
         return False
     for k, v in record.items():
         if k == "reason" and record["split"] == "stop":
@@ -328,7 +332,8 @@ def is_record(record: Any) -> bool:
     return True
 
 
-def _is_count(v: Any) -> bool:
+def is_count(v: Any) -> bool:
+    """An epoch or step count as specgrad writes one: an int, never a bool, far below 2^62."""
     return isinstance(v, int) and not isinstance(v, bool) and 0 <= v < 1 << 62
 
 

@@ -35,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from specgrad.device import Device, DeviceUnavailable
+from specgrad.device import is_compute_device
 from specgrad.modelspec.errors import Location, SpecError, excerpt, label
 from specgrad.modelspec.files import open_regular
 from specgrad.modelspec.loader import MAX_BYTES, resolve_scalar
@@ -178,14 +178,6 @@ def _plan_of(doc: Any, path: Path) -> Plan:
     trials = _trials_of(doc["trials"], grid, random, path)
     return Plan(spec, doc["spec_sha256"], _texts(doc["overrides"], "overrides", path), epochs, steps, doc["device"],
                 grid, random, seed, trials)  # fmt: skip
-
-
-def is_compute_device(name: str) -> bool:
-    """A device name training can run on: a known device, not a file's DISK device."""
-    try:
-        return len(name) <= 64 and not Device.canonicalize(name).startswith("DISK")
-    except DeviceUnavailable:
-        return False
 
 
 def _grid_of(v: Any, path: Path) -> dict[str, list[str]]:

@@ -39,7 +39,7 @@ from specgrad.nn.state import (
     safe_load,
     safe_save,
 )
-from specgrad.train.data import Dataset, batches, eval_batches, fields, load_data
+from specgrad.train.data import FLOAT32_MAX, Dataset, batches, eval_batches, fields, load_data
 from specgrad.train.folder_io import regular_file
 from specgrad.train.plots import MISSING, panels, plain, plottable, png
 from specgrad.train.run_folder import (
@@ -225,7 +225,8 @@ def _check_best(pos: Position, early_stopping: bool) -> None:
     if (pos.best is None) != (pos.best_epoch is None) or (pos.best is None) != (pos.ref is None):
         raise BadMetadata("its position's best, best_epoch and ref are not all set or all unset")
     for name, value in (("best", pos.best), ("ref", pos.ref)):  # NOTE: a loss or an accuracy, as float32 gave it
-        if value is not None and not (math.isfinite(value) and 0 <= value <= FLOAT32_MAX):
+        # NOTE: NaN or infinity too: a first epoch whose validation loss overflowed is still the best so far
+        if value is not None and not (math.isnan(value) or value == math.inf or 0 <= value <= FLOAT32_MAX):
             raise BadMetadata(f"its position's {name} is not a value a loss or accuracy takes")
     if pos.best_epoch is not None and not 1 <= pos.best_epoch <= pos.epoch:
         raise BadMetadata(f"its position's best_epoch {pos.best_epoch} is not one of its {plural(pos.epoch, 'epoch')}")
@@ -235,7 +236,6 @@ def _check_best(pos: Position, early_stopping: bool) -> None:
         raise BadMetadata("its position says it stopped early, which this run's spec or position rules out")
 
 
-FLOAT32_MAX = float(np.finfo(np.float32).max)
 # NOTE: each field's JSON types, as Position.to_meta writes them (an int field is a count: 0 <= v < 2**62)
 POSITION_TYPES: dict[str, tuple[type, ...]] = {
     "epoch": (int,), "step": (int,), "skip": (int,), "data_rng": (dict, type(None)), "losses": (list,),
@@ -563,6 +563,12 @@ class Trainer:
         if meta.get("spec_hash") != spec_hash(self.spec.values) or "position" not in meta:
             raise SpecError.at(None, f"{path} was not written for the spec of {folder}",
                                "resume a run folder as `specgrad train` left it")  # fmt: skip
+        now = self.metadata()  # NOTE: before the position, which is counted in batches of the data it was made on
+        changed = [k for k in DATA_META if meta.get(k) != now.get(k)]
+        if changed:
+            raise SpecError.at(None, f"the data has changed since {folder} started: its {', '.join(changed)} differ "
+                               "from what the checkpoints were trained with",
+                               "restore the data the run started with, or start a new run")  # fmt: skip
         fix = "delete it to resume from the one before"
         try:
             pos, tensor_rng = Position.from_meta(meta), from_json(meta, "tensor_rng")
@@ -578,12 +584,6 @@ class Trainer:
             raise SpecError.at(None, f"cannot read the checkpoint {path}: {e.strerror or e}") from None
         except SafetensorsError as e:
             raise unusable(e, f"the checkpoint {path}", fix) from None
-        now = self.metadata()
-        changed = [k for k in DATA_META if meta.get(k) != now.get(k)]
-        if changed:
-            raise SpecError.at(None, f"the data has changed since {folder} started: its {', '.join(changed)} differ "
-                               "from what the checkpoints were trained with",
-                               "restore the data the run started with, or start a new run")  # fmt: skip
         try:
             load_state_dict(self.model, {k[6:]: v for k, v in tensors.items() if k.startswith("model.")})
             load_state_dict(self.opt, {k[10:]: v for k, v in tensors.items() if k.startswith("optimizer.")},

@@ -208,7 +208,7 @@ def test_an_image_far_larger_than_the_input_is_refused_before_decoding(tmp_path:
     shown = photos / "cat" / "big.png"
     if resize:
         assert said == [f"{path}:8:9: error: {shown} is 5000x5000 pixels, more than an image is decoded for with an "
-                        "input of 6x4 (at most 4,194,304 pixels)\n  hint: replace or remove the file"]  # fmt: skip
+                        "input of 6x4 (at most 16,777,216 pixels)\n  hint: replace or remove the file"]  # fmt: skip
     else:
         assert said[0].startswith(f"{path}:8:9: error: {shown} is 5000x5000 pixels, but the input's shape")
     assert grown < 50 << 20 and time.perf_counter() - started < 5  # NOTE: a guard that it was not decoded
@@ -378,6 +378,18 @@ def test_honest_pngs_of_every_layout_are_read(tmp_path: Path, mode: str) -> None
     got = read_image(raw, "x.png", (1, 11, 13), False, Image)
     if mode in ("L", "LA", "I;16", "adam7"):
         np.testing.assert_allclose(got[0], a / 255, atol=1e-6)
+
+
+def test_a_phone_jpeg_with_a_multi_picture_block_is_read_as_a_jpeg(tmp_path: Path) -> None:
+    """Pillow opens a JPEG carrying an MPF block (phones, many cameras) as format MPO: it is a JPEG all the same,
+    checked and reduced as one (a large one counts 1/64 of its pixels when resized)."""
+    photos = folder(tmp_path, size=(32, 32))
+    rng = np.random.default_rng(0)
+    first = Image.fromarray((rng.random((1800, 2400, 3)) * 255).astype(np.uint8))
+    first.save(photos / "cat" / "phone.jpg", "MPO", save_all=True, append_images=[first.rotate(90)])
+    assert Image.open(photos / "cat" / "phone.jpg").format == "MPO"
+    ds = load_data(validate_file(spec(tmp_path, "resize: true\n", shape="[3, 32, 32]")))
+    assert len(ds.x_train) + len(ds.x_valid) == 11
 
 
 def test_pillow_missing_says_how_to_install_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -54,6 +54,9 @@ GOOD = [
     ("interrupted.safetensors", Position(epoch=0, step=1, skip=1, losses=[0.7])),
     ("interrupted.safetensors", Position(epoch=1, step=6, skip=3, losses=[0.7, 0.6, 0.5], **BEST)),  # NOTE: its end
     ("best.safetensors", Position(epoch=2, step=6, **{**BEST, "best_epoch": 2})),
+    # NOTE: a first epoch whose validation loss overflowed (or was NaN) is the best so far
+    ("epoch-00002.safetensors", Position(epoch=2, step=6, **{**BEST, "best": float("inf"), "ref": float("inf")})),
+    ("epoch-00002.safetensors", Position(epoch=2, step=6, **{**BEST, "best": float("nan"), "ref": float("nan")})),
 ]
 BAD = [
     (Position(epoch=2, step=6, **BEST), {"step": "5"}, "metadata differ from its position's step 6 and epoch 2"),
@@ -68,8 +71,6 @@ BAD = [
     (Position(epoch=2, step=6, best=0.5, best_epoch=0, ref=0.5), {}, "best_epoch 0 is not one of its 2 epochs"),
     (Position(epoch=2, step=6, best=0.5), {}, "best, best_epoch and ref are not all set"),
     (Position(epoch=2, step=6, stale=3, **BEST), {}, "its position's stale 3 counts more epochs than its 2"),
-    (Position(epoch=2, step=6, **{**BEST, "best": float("nan")}), {}, "its position's best is not a value a loss"),
-    (Position(epoch=2, step=6, **{**BEST, "best": float("inf")}), {}, "its position's best is not a value a loss"),
     (Position(epoch=2, step=6, **{**BEST, "ref": float("-inf")}), {}, "its position's ref is not a value a loss"),
     (Position(epoch=2, step=6, **{**BEST, "best": -1e308}), {}, "its position's best is not a value a loss"),
     (Position(epoch=2, step=6, **{**BEST, "ref": 1e39}), {}, "its position's ref is not a value a loss"),
