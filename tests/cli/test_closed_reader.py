@@ -15,20 +15,12 @@ from specgrad.cli.main import app
 from typer.testing import CliRunner
 
 from specgrad.device import Device
+from tests.hostile.harness import TINY
 
 pytestmark = pytest.mark.xdist_group("closed-reader")  # NOTE: on one worker: the runs are trained once
 
 runner = CliRunner()
 BOOT = "from specgrad.cli.main import app\napp(prog_name='specgrad')\n"  # NOTE: what the `specgrad` script runs
-TINY = """\
-specgrad: 1
-name: tiny
-seed: 0
-input: {shape: [2]}
-model: [{linear: 8}, relu, {linear: 2}]
-data: {source: spirals, samples: 64, batch_size: 16}
-train: {epochs: 1, lr: 0.01}
-"""
 LM = """\
 specgrad: 1
 name: lm
