@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,7 @@ from specgrad.modelspec.validate import ValidSpec, is_float
 from specgrad.train.data import APPLIES, Dataset, fields, load_data
 from specgrad.train.evaluation import classification, language, regression
 from specgrad.train.plots import panels, plain, png
+from specgrad.train.validation import ShapeJits
 
 SPLITS = {"validation": ("valid", "valid_split"), "test": ("test", "test_split")}  # --split -> (held, data key)
 MAX_CONFUSION = 20  # NOTE: classes beyond this make the text table unreadable; the JSON and the PNG have them all
@@ -114,9 +116,10 @@ def _outputs(model: Any, spec: ValidSpec, contract: RunContract, data: Dataset, 
     xs = [prepare(x, spec, contract, Path(f"{where}[{k}]" if len(names) > 1 else where), k, allow_nonfinite=None)
           for k, x in zip(names, fields(data.x_valid, names))]  # fmt: skip
     parts: list[list[np.ndarray]] = [[] for _ in spec.outputs]
+    forward = ShapeJits(_forward(model))
     for i in range(0, len(xs[0]), spec.batch_size):
-        for part, out in zip(parts, model.outputs(*[Tensor(x[i : i + spec.batch_size]) for x in xs])):
-            part.append(out.numpy())
+        for part, out in zip(parts, forward([Tensor(x[i : i + spec.batch_size]) for x in xs])):
+            part.append(out.numpy())  # NOTE: a copy: the next replay refills the same tensors
     ret = []
     for o, part in zip(spec.outputs, parts):
         head = contract.heads.get(o, RunContract()) if contract.task == "multi" else contract
@@ -126,6 +129,12 @@ def _outputs(model: Any, spec: ValidSpec, contract: RunContract, data: Dataset, 
         check_outputs(result, None, f"output {o}" if len(spec.outputs) > 1 else "output")
         ret.append(result if head.task == "regress" else out)
     return ret
+
+
+def _forward(model: Any) -> Callable[[list[Tensor]], tuple[Tensor, ...]]:
+    """The model's outputs on one batch, for ShapeJits to capture: each made contiguous and realized in turn, as
+    .numpy() did before the forward was captured (the same kernels, so the same figures), and read after the call."""
+    return lambda xs: tuple(out.contiguous().realize() for out in model.outputs(*xs))
 
 
 def _head(data: Dataset, name: str) -> dict[str, Any]:

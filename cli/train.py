@@ -21,6 +21,7 @@ from specgrad.device import is_compute_device
 from specgrad.helpers import WriteError
 from specgrad.modelspec.errors import SpecError, excerpt, printable
 from specgrad.modelspec.validate import ValidSpec, validate_file
+from specgrad.train.plots import drawing_ahead
 from specgrad.train.run_folder import (
     MetricsLog,
     locked,
@@ -31,7 +32,7 @@ from specgrad.train.run_folder import (
     spec_file,
     write_resolved_spec,
 )
-from specgrad.train.trainer import Interrupted, NonFiniteLoss, Summary, Trainer, plural
+from specgrad.train.trainer import Interrupted, NonFiniteLoss, OnStep, Summary, Trainer, plural
 
 
 def with_length(spec: ValidSpec, epochs: int | None, steps: int | None) -> ValidSpec:
@@ -116,7 +117,7 @@ def _train(spec: ValidSpec, trainer: Trainer, folder: Path, resume: bool) -> Non
     typer.echo(printable(f"training {spec.values['name']} on {Device.DEFAULT}: {length}; run folder {folder}"))
     typer.echo(data_line(trainer.data))
     try:
-        with _progress(trainer, spec.batch_size) as (on_step, say):
+        with _progress(trainer, spec.batch_size) as (on_step, say), drawing_ahead():
             summary = trainer.fit(MetricsLog(folder), resume=resume, on_step=on_step, say=say)
     except NonFiniteLoss as e:
         raise _fail(f"error: {e}", 4) from None
@@ -160,10 +161,10 @@ def write_exports(spec: ValidSpec, summary: Summary, folder: Path) -> None:
 
 
 @contextlib.contextmanager
-def _progress(trainer: Trainer, batch_size: int) -> Iterator[tuple[Callable[[int, int, float], None],
-                                                                    Callable[[str], None]]]:  # fmt: skip
+def _progress(trainer: Trainer, batch_size: int) -> Iterator[tuple[OnStep, Callable[[str], None]]]:
     """(on_step, say): a live bar on a terminal; elsewhere (a pipe, a CI log) only the lines said, each flushed. A line
-    said is escaped (it can name a run folder) and never rich markup."""
+    said is escaped (it can name a run folder) and never rich markup. The bar's step moves every step; its loss is the
+    newest the trainer has read (a few times a second: see trainer.LossWindow)."""
     console = Console()
     if not console.is_terminal:
 
@@ -179,10 +180,11 @@ def _progress(trainer: Trainer, batch_size: int) -> Iterator[tuple[Callable[[int
     with Progress(*columns, console=console, transient=True) as progress:
         bar = progress.add_task("train", total=trainer.total_steps, epoch=1, loss="-", speed="-")
 
-        def on_step(epoch: int, step: int, loss: float) -> None:
+        def on_step(epoch: int, step: int, loss: float | None) -> None:
             steps_here[0] += 1
             speed = steps_here[0] * batch_size / max(time.perf_counter() - started, 1e-9)
-            progress.update(bar, completed=step, epoch=epoch, loss=f"{loss:.4f}", speed=f"{speed:.0f}")
+            shown = "-" if loss is None else f"{loss:.4f}"
+            progress.update(bar, completed=step, epoch=epoch, loss=shown, speed=f"{speed:.0f}")
 
         yield on_step, lambda line: progress.console.print(printable(line), markup=False, highlight=False)
     sys.stdout.flush()

@@ -233,6 +233,11 @@ def write_entry(namespace: str, name: str, data: bytes) -> str | None:
         os.close(dir_fd)
 
 
+def lock_name(key: str) -> str:
+    """The lock file of `key`'s stripe: keys with the same first two characters share one."""
+    return f"lock-{key[:2]}"
+
+
 @contextlib.contextmanager
 def locked(namespace: str, key: str) -> Iterator[None]:
     """Hold the lock of `key`'s stripe (one of 256 files CACHEDIR/<namespace>/lock-XX, XX its first two characters)
@@ -240,7 +245,7 @@ def locked(namespace: str, key: str) -> Iterator[None]:
     the first, then finds its entry. A lock held past LOCK_WAIT_S (a stopped process) is waited for no longer, and
     where the cache is not used (or the lock file is not the user's own) the block runs unlocked: a lock saves work,
     it never blocks a build for good."""
-    fd = _open_lock(namespace, f"lock-{key[:2]}")
+    fd = _open_lock(namespace, lock_name(key))
     if fd is None:
         yield
         return

@@ -7,6 +7,7 @@ reached only through `Device[name]`.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import hashlib
 import importlib
@@ -23,12 +24,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from specgrad.cache import DiskCache, write_entry
+from specgrad.cache import DiskCache, lock_name, write_entry
 from specgrad.codegen.kernel import Kernel
 from specgrad.codegen.linearizer import LinearizerOptions, Program, linearize
 from specgrad.codegen.uops import render_uops
 from specgrad.dtype import DType, dtypes
-from specgrad.flags import CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU, OPT
+from specgrad.flags import CACHEDIR, CLANG, COMPILE_CACHE, COMPILE_JOBS, CPU, DEBUG, DEVICE, GPU, LRU, OPT
 from specgrad.helpers import DeviceUnavailable, InvalidArgument, cores
 from specgrad.ops import LazyOp, Op, get_lazyop_info
 from specgrad.shape.symbolic import Variable, sint, sym_infer
@@ -199,15 +200,39 @@ class LRUAllocator(Allocator):
 HOST_ALIGN = 64
 
 
+class HostMemory(np.ndarray):
+    """A host buffer's bytes (a uint8 array) that carry their address, for a device that calls compiled code with
+    pointers: numpy's `a.ctypes.data` takes about 2 us, and a captured training step launches tens of kernels of a few
+    buffers each."""
+
+    address: int
+
+
+def addressed(a: np.ndarray) -> HostMemory:
+    """`a` as HostMemory: a view of the same bytes, its address read once."""
+    ret = a.view(HostMemory)
+    ret.address = a.ctypes.data
+    return ret
+
+
 class HostAllocator(LRUAllocator):
-    """Host memory as numpy byte arrays, shared by the CPU and CLANG devices; readable in place."""
+    """Host memory as numpy byte arrays, shared by the CPU and CLANG devices; readable in place. With `addressed`
+    (CLANG, which passes pointers to C), each array is HostMemory; the CPU device's numpy ops get plain arrays."""
+
+    def __init__(self, addressed: bool = False):
+        super().__init__()
+        self.addressed = addressed
 
     def _alloc(self, nbytes: int) -> np.ndarray:
         # NOTE: aligned to a cache line (64 bytes, one AVX-512 vector): malloc gives 16, and where a buffer starts
         # then changed from run to run, so did a kernel's speed (vector loads across cache lines)
         raw = np.empty(nbytes + HOST_ALIGN, dtype=np.uint8)
         skip = -raw.ctypes.data % HOST_ALIGN
-        return raw[skip : skip + nbytes]
+        return self.host(raw[skip : skip + nbytes])
+
+    def host(self, a: np.ndarray) -> np.ndarray:
+        """A uint8 array as this allocator's buffers are: HostMemory where the device is called with addresses."""
+        return addressed(a) if self.addressed else a
 
     def as_memoryview(self, opaque: np.ndarray) -> memoryview:
         return memoryview(opaque)
@@ -217,6 +242,14 @@ class HostAllocator(LRUAllocator):
 
     def copyout(self, dest: memoryview, src: np.ndarray) -> None:
         np.frombuffer(dest, dtype=np.uint8)[:] = src
+
+    def copy_rows(self, dest: np.ndarray, src: np.ndarray, index: np.ndarray, offset: int, rows: int,
+                  row_bytes: int) -> None:  # fmt: skip
+        """dest's row k = src's row index[offset + k] (int64), straight between the buffers' memory."""
+        # NOTE: mode="clip": an index out of range reads the last row, never past the end (and numpy's default,
+        # "raise", copies through a buffer of its own)
+        pick = index.view(np.int64)[offset : offset + rows]
+        np.take(src.reshape(-1, row_bytes), pick, axis=0, out=dest.reshape(rows, row_bytes), mode="clip")
 
 
 class Buffer:
@@ -266,6 +299,47 @@ class Buffer:
         self.copyout(memoryview(ret))
         return ret
 
+    def gather_rows(self, src: Buffer, index: Buffer, offset: int, rows: int) -> Buffer:
+        """Fill this buffer with `rows` rows of `src` picked by an int64 `index` from position `offset` (row k is src's
+        row index[offset + k]), on the device, with no transfer through the host: how a training batch is taken from
+        a dataset held on the device. A row is this buffer's bytes over `rows`. The caller checks the index's values
+        when it makes them; a device never reads outside `src` (an index out of range reads its first or last row)."""
+        row_bytes = self.nbytes // rows if rows > 0 else 0
+        if {src.device, index.device} != {self.device} or index.dtype != dtypes.int64:
+            raise InvalidArgument(f"gather_rows into {self} needs a source and an int64 index on {self.device}, got "
+                                  f"{src} and {index}")  # fmt: skip
+        if rows <= 0 or row_bytes * rows != self.nbytes or src.nbytes % max(row_bytes, 1):
+            raise InvalidArgument(f"gather_rows: {self} is not {rows} rows of {src}, or {src} not whole rows")
+        if not 0 <= offset <= index.size - rows:
+            raise InvalidArgument(f"gather_rows: rows {offset}..{offset + rows} of an index of {index.size}")
+        if not hasattr(self.allocator, "copy_rows"):
+            raise InvalidArgument(f"the {self.device} device cannot gather rows")
+        if row_bytes and src.nbytes:
+            self.allocator.copy_rows(self._buf, src._buf, index._buf, offset, rows, row_bytes)
+        return self
+
+
+class HostView(Buffer):
+    """A Buffer of a host-memory device (CPU, CLANG) over a contiguous numpy array's own memory, not a copy: a dataset
+    the device reads in place. The array must not change while a kernel or a gather reads it."""
+
+    def __init__(self, device: str, array: np.ndarray):
+        if not isinstance(Device[device].allocator, HostAllocator) or not array.flags.c_contiguous:
+            shape = "a contiguous" if array.flags.c_contiguous else "a non-contiguous"
+            raise InvalidArgument(f"a HostView needs a host-memory device (CPU, CLANG) and a contiguous array, got "
+                                  f"{device} and {shape} array")  # fmt: skip
+        memory = Device[device].allocator.host(array.reshape(-1).view(np.uint8))
+        super().__init__(device, array.size, dtypes.from_np(array.dtype), opaque=memory)
+
+    def __del__(self) -> None:
+        pass  # NOTE: the memory is the array's: numpy frees it, it never goes into the allocator's cache
+
+
+def device_memory(name: str) -> tuple[int, int] | None:
+    """(bytes in all, bytes in one buffer) of a device with memory of its own (the GPU device, as OpenCL reports
+    them); None for a host-memory device, whose buffers are the process's."""
+    return getattr(Device[name].allocator, "memory", None)
+
 
 # *** counters and DEBUG output ***
 
@@ -307,31 +381,93 @@ def update_stats(runner: Runner, var_vals: dict[Variable, int], et: float | None
 
 
 class BuildTotals:
-    """Kernels built (not found in the disk cache) and the seconds their builds took, per compiler namespace, since
-    the process started. Nothing resets them: a caller reads the difference over what it measures (the test suite's
+    """Kernels built (not found in the disk cache), the seconds their builds took and the compiler runs, per compiler
+    namespace, since the process started. A run that builds a group of kernels counts each of them and its seconds
+    once. Nothing resets them: a caller reads the difference over what it measures (the test suite's
     --compile-report, per test)."""
 
     lock = threading.Lock()
     count: defaultdict[str, int] = defaultdict(int)
     seconds: defaultdict[str, float] = defaultdict(float)
+    runs: defaultdict[str, int] = defaultdict(int)
 
     @staticmethod
-    def add(namespace: str, seconds: float) -> None:
+    def add(namespace: str, seconds: float, kernels: int = 1) -> None:
         with BuildTotals.lock:
-            BuildTotals.count[namespace] += 1
+            BuildTotals.count[namespace] += kernels
             BuildTotals.seconds[namespace] += seconds
+            BuildTotals.runs[namespace] += 1
+
+
+# NOTE: a compiler with `join` builds a schedule's new kernels in groups, one compiler run each, closed at
+# KERNELS_PER_RUN kernels or JOIN_CHARS characters of source: gcc takes ~50 ms to start and write a shared object
+# whatever it holds, about what 8,000 characters of kernels take to compile, so small kernels share a run; a kernel
+# that would take a group past JOIN_CHARS closes it and starts another (one of JOIN_CHARS or more compiles alone). The
+# groups depend on the kernels the schedule misses, not on COMPILE_JOBS or the cores; each kernel's machine code is
+# the same in any group (what a cached entry holds besides it depends on what was missing).
+KERNELS_PER_RUN, JOIN_CHARS = 8, 32_000
+Member = tuple[str, str, str]  # a kernel to build: (its cache key, its name, its source)
+_HELD_LOCK = threading.Lock()  # NOTE: guards _HELD and _CLAIMS
+_HELD: set[tuple[str, str, str]] = set()  # (CACHEDIR, namespace, lock file) of build locks this process's threads hold
+# NOTE: (CACHEDIR, namespace, key) of each kernel a thread of this process is building -> set when it is done; another
+# thread needing it waits for that and reads the cache, so threads never build a kernel twice (a stripe lock this
+# process holds is not waited for: see Compiler._building)
+_CLAIMS: dict[tuple[str, str, str], threading.Event] = {}
+
+
+def _unhold(held: tuple[str, str, str]) -> None:
+    with _HELD_LOCK:
+        _HELD.discard(held)
+
+
+class _Groups:
+    """Kernels packed, in the order they come, into groups that one compiler run builds: a group is full at `size`
+    kernels or `chars` characters of source, and a kernel that would take it past `chars` closes it and goes to
+    another (a big kernel thus compiles alone). Two kernels of one name never share a group: a binary holds one
+    function of each name."""
+
+    def __init__(self, size: int, chars: int):
+        self.size, self.chars = size, chars
+        self.open: list[list[Member]] = []
+
+    def add(self, member: Member) -> list[list[Member]]:
+        """The groups this member closes: those it would overflow, and the one it fills."""
+        ret: list[list[Member]] = []
+        keep: list[list[Member]] = []
+        for g in self.open:
+            (ret if _chars(g) + len(member[2]) > self.chars else keep).append(g)
+        self.open = keep
+        group = next((g for g in self.open if all(m[1] != member[1] for m in g)), None)
+        if group is None:
+            self.open.append(group := [])
+        group.append(member)
+        if len(group) >= self.size or _chars(group) >= self.chars:
+            self.open.remove(group)
+            ret.append(group)
+        return ret
+
+    def rest(self) -> list[list[Member]]:
+        ret, self.open = self.open, []
+        return ret
+
+
+def _chars(group: list[Member]) -> int:
+    return sum(len(src) for _, _, src in group)
 
 
 @dataclass
 class Compiler:
     """Source -> binary, cached on disk under the source and `identity` (compiler, flags, target). `compile` raises
-    BuildFailed with the compiler's log; `device` names the device and compiler in the error that makes."""
+    BuildFailed with the compiler's log; `device` names the device and compiler in the error that makes. `join`, where
+    one binary can hold several kernels (CLANG's shared objects), makes one source of several (name, source) pairs of
+    distinct names: compile_many then builds kernels a group at a time."""
 
     namespace: str
     identity: str
     compile: Callable[[str], bytes]
     device: str = ""
     suffix: str = ".c"  # of a failed kernel's saved source
+    join: Callable[[list[tuple[str, str]]], str] | None = None
     cache: DiskCache = field(init=False)
 
     def __post_init__(self) -> None:
@@ -353,30 +489,44 @@ class Compiler:
     def compile_many(self, kernels: Iterable[tuple[str, str]]) -> list[bytes]:
         """The binary of each (name, source), in order, counted and cached as compile_cached would. Sources missing
         from the disk cache compile on up to COMPILE_JOBS threads (the compiler is a subprocess or releases the GIL),
-        each as soon as `kernels` yields it, so a generator can render the next meanwhile; one that another process
-        sharing the cache is building is waited for and read, not built twice. A failure raises the first error."""
+        as soon as `kernels` yields them, so a generator can render the next meanwhile; one that another process
+        sharing the cache is building is waited for and read, not built twice. With `join`, a group of kernels
+        (_Groups) builds in one compiler run, and its binary is cached under each kernel's own key. A failure raises
+        the first error."""
         keys: list[str] = []
         libs: dict[str, bytes] = {}
-        jobs: dict[str, Future[tuple[bytes, bool]]] = {}
+        queued: set[str] = set()
+        jobs: list[tuple[list[str], Future[list[tuple[bytes, bool]]]]] = []
         pool: ThreadPoolExecutor | None = None
+        groups = _Groups(KERNELS_PER_RUN, JOIN_CHARS) if self.join is not None else _Groups(1, 0)
         built = 0
+
+        def submit(group: list[Member]) -> None:
+            nonlocal pool
+            pool = pool or _compile_pool(self.namespace)
+            # NOTE: the job runs in a copy of the caller's context, so flags set with Context hold in its thread
+            jobs.append(([key for key, _, _ in group], pool.submit(copy_context().run, self._build, group)))
+
         try:
             for name, src in kernels:
                 keys.append(key := self._key(src))
-                if key in libs or key in jobs:
+                if key in libs or key in queued:
                     continue
                 if COMPILE_CACHE and (lib := self.cache.get(key)) is not None:
                     libs[key] = lib
                     continue
-                pool = pool or _compile_pool(self.namespace)
-                # NOTE: the job runs in a copy of the caller's context, so flags set with Context hold in its thread
-                jobs[key] = pool.submit(copy_context().run, self._build, key, name, src)
-            for key, job in jobs.items():
-                libs[key], was_built = job.result()
-                built += was_built
-                GlobalCounters.compile_count += was_built
+                queued.add(key)
+                for group in groups.add((key, name, src)):
+                    submit(group)
+            for group in groups.rest():
+                submit(group)
+            for members, job in jobs:
+                for key, (lib, was_built) in zip(members, job.result()):
+                    libs[key] = lib
+                    built += was_built
+                    GlobalCounters.compile_count += was_built
         finally:
-            for job in jobs.values():  # NOTE: after a failure, the jobs not yet started are dropped
+            for _, job in jobs:  # NOTE: after a failure, the jobs not yet started are dropped
                 job.cancel()
             if pool is not None:
                 pool.shutdown()
@@ -384,17 +534,97 @@ class Compiler:
             GlobalCounters.cache_hits += len(keys) - built
         return [libs[key] for key in keys]
 
-    def _build(self, key: str, name: str, src: str) -> tuple[bytes, bool]:
-        """The binary of `src`, and whether it was built here: not when another process sharing the cache built it
-        while this one waited for the lock."""
+    def _build(self, group: list[Member]) -> list[tuple[bytes, bool]]:
+        """The binary of each kernel of a group, and whether it was built here: not when another process sharing the
+        cache built it while this one waited for the locks."""
         if not COMPILE_CACHE:
-            return self._compile(name, src), True
-        with self.cache.building(key):
-            if (lib := self.cache.get(key)) is not None:
-                return lib, False
-            lib = self._compile(name, src)
-            self.cache.put(key, lib)
-        return lib, True
+            built = self._compile_group(group)
+            return [(built[key], True) for key, _, _ in group]
+        mine, theirs = self._claim(group)
+        try:
+            with self._building([key for key, _, _ in mine]):
+                found = {key: lib for key, _, _ in mine if (lib := self.cache.get(key)) is not None}
+                built = self._compile_group([m for m in mine if m[0] not in found])
+        finally:
+            self._release(mine)
+        ret = {key: (found[key], False) if key in found else (built[key], True) for key, _, _ in mine}
+        for (key, name, src), done in theirs:
+            done.wait()
+            lib = self.cache.get(key)  # NOTE: missing where the other thread's build failed: then built here
+            ret[key] = (lib, False) if lib is not None else (self._compile_group([(key, name, src)])[key], True)
+        return [ret[key] for key, _, _ in group]
+
+    def _claim(self, group: list[Member]) -> tuple[list[Member], list[tuple[Member, threading.Event]]]:
+        """The group's kernels this thread builds (claimed now), and those another thread of this process is building,
+        each with the event set when it is done."""
+        mine: list[Member] = []
+        theirs: list[tuple[Member, threading.Event]] = []
+        folder = str(CACHEDIR.value)
+        with _HELD_LOCK:
+            for member in group:
+                at = (folder, self.namespace, member[0])
+                if (done := _CLAIMS.get(at)) is not None:
+                    theirs.append((member, done))
+                else:
+                    _CLAIMS[at] = threading.Event()
+                    mine.append(member)
+        return mine, theirs
+
+    def _release(self, mine: list[Member]) -> None:
+        folder = str(CACHEDIR.value)
+        with _HELD_LOCK:
+            for key, _, _ in mine:
+                _CLAIMS.pop((folder, self.namespace, key)).set()
+
+    @contextlib.contextmanager
+    def _building(self, keys: list[str]) -> Iterator[None]:
+        """Hold the cache's build lock (DiskCache.building) of each key. Locks are taken in the order of their files'
+        names, so processes that each take several never wait for each other in a circle; one another thread of this
+        process holds is not taken again (that thread builds other kernels: _claim gives each kernel to one thread, and
+        a second lock of one file waits for the first even in one process)."""
+        by_file, folder = {lock_name(key): key for key in keys}, str(CACHEDIR.value)
+        with contextlib.ExitStack() as stack:
+            for name in sorted(by_file):
+                held = (folder, self.namespace, name)
+                with _HELD_LOCK:
+                    if held in _HELD:
+                        continue
+                    _HELD.add(held)
+                stack.callback(_unhold, held)
+                stack.enter_context(self.cache.building(by_file[name]))
+            yield
+
+    def _compile_group(self, group: list[Member]) -> dict[str, bytes]:
+        """Build a group's kernels (joined in one compiler run where there are several) and cache each under its own
+        key. A joined run that fails is repeated kernel by kernel, so the error names the first kernel that fails and
+        saves its own source; the others are still built and cached."""
+        lib = self._compile_joined(group) if len(group) > 1 else None
+        ret: dict[str, bytes] = {}
+        failed: list[KernelBuildError] = []
+        for key, name, src in group:
+            try:
+                ret[key] = lib if lib is not None else self._compile(name, src)
+            except KernelBuildError as e:
+                failed.append(e)
+                continue
+            if COMPILE_CACHE:
+                self.cache.put(key, ret[key])
+        if failed:
+            raise failed[0]
+        return ret
+
+    def _compile_joined(self, group: list[Member]) -> bytes | None:
+        """One binary of the group's kernels; None where the compiler refuses it (or warns)."""
+        if self.join is None:
+            return None
+        start = time.perf_counter()
+        try:
+            lib = self.compile(self.join([(name, src) for _, name, src in group]))
+        except BuildFailed:
+            BuildTotals.add(self.namespace, time.perf_counter() - start, kernels=0)
+            return None
+        BuildTotals.add(self.namespace, time.perf_counter() - start, kernels=len(group))
+        return lib
 
     def _compile(self, name: str, src: str) -> bytes:
         start = time.perf_counter()

@@ -88,6 +88,7 @@ class TinyJit(Generic[ReturnType]):
         self.aliases: tuple[int, ...] = ()  # per input, the first input with the same buffer in the captured call
         self.written: set[int] = set()  # ids of the buffers the captured kernels write (inputs aside)
         self.state: list[tuple[Buffer, int]] = []  # (buffer read but not an input, references the jit holds to it)
+        self.symbolic = False  # whether the captured call had Variables (in a shape, or passed): replays bind them
         self.first_call_buffers: weakref.WeakSet[Buffer] = weakref.WeakSet()
 
     def __get__(self, obj: Any, objtype: Any = None) -> Callable[..., ReturnType]:
@@ -149,10 +150,11 @@ class TinyJit(Generic[ReturnType]):
                 "the captured call's value. Update state in place with .assign(), or pass it in as an argument"
             )
         self.state = [s for s, n in zip(state, outside) if n > 0]
+        self.symbolic = _is_symbolic(self.signature)
         return ret
 
     def _replay(self, call: _Call) -> ReturnType:
-        if any(n <= 0 for n in _outside_refs(self.state)):
+        if _is_dropped(self.state):
             raise JitError(
                 "TinyJit: a tensor the captured kernels read without taking it as an argument (a weight or other "
                 "state reached through a closure or an attribute) is held by nothing but this jit any more: it was "
@@ -163,11 +165,16 @@ class TinyJit(Generic[ReturnType]):
         buffers = self._input_buffers(call)
         for i, j, k in self.input_slots:
             self.items[i].bufs[j] = buffers[k]
-        var_vals = _var_vals(call)
+        # NOTE: a call that matches a capture without Variables has none: its inputs are whole contiguous tensors of
+        # the captured (integer) shapes, so each kernel runs with the values it was captured with
+        var_vals = _var_vals(call) if self.symbolic else {}
+        if not var_vals:
+            for item in self.items:
+                item.run(item.bufs, item.var_vals)
+            return self.ret
         for item in self.items:
             item.run(item.bufs, {v: var_vals.get(v, val) for v, val in item.var_vals.items()})
-        if var_vals:
-            _rebind(self.ret, var_vals)
+        _rebind(self.ret, var_vals)
         return self.ret
 
     def _input_buffers(self, call: _Call) -> list[Buffer]:
@@ -243,7 +250,7 @@ def _is_container(x: Any) -> bool:
 def _prepared(x: Any) -> Any:
     if isinstance(x, Tensor):
         lb = x.lazydata
-        whole = lb.st.contiguous and lb.size == lb.base.size and lb.base.realized is not None
+        whole = lb.base.realized is not None and lb.st.contiguous and (lb.base is lb or lb.size == lb.base.size)
         return x if whole else x.contiguous().realize()
     if not _is_container(x) or not x:
         return x
@@ -389,6 +396,20 @@ def _state_buffers(
                 entry = seen.setdefault(id(b), [b, 0, any(x is b for x in item.bufs[1:]) or b in first_call])
                 entry[1] += 1
     return [(b, n + 1) for b, n, existed in seen.values() if existed]
+
+
+def _is_symbolic(signature: _Signature | None) -> bool:
+    """Whether a call's tensors have a symbolic dimension or it passes a Variable."""
+    if signature is None:
+        return False
+    dims = (d for _, shape, _, _ in signature.tensors for d in shape)
+    return any(not isinstance(d, int) for d in dims) or any(isinstance(v, Variable) for _, v in signature.values)
+
+
+def _is_dropped(state: list[tuple[Buffer, int]]) -> bool:
+    """Whether some state buffer is held by nothing but the jit (as _outside_refs, stopping at the first)."""
+    overhead, refcount = _REF_OVERHEAD, sys.getrefcount
+    return any(refcount(buf) - own - overhead <= 0 for buf, own in state)
 
 
 def _outside_refs(state: list[tuple[Buffer, int]]) -> list[int]:

@@ -135,6 +135,14 @@ class LazyBuffer:
         return create_lazybuffer(device, ShapeTracker.from_shape(shape), dtype, op, arg, srcs, cache=cache)
 
     @staticmethod
+    def of_buffer(buf: Buffer, shape: tuple[int, ...]) -> LazyBuffer:
+        """A new realized node over an existing buffer (never the lazy cache's: nodes computed from an older node over
+        the same buffer, which may hold other values by now, are not this one's)."""
+        ret = LazyBuffer.loadop(LoadOps.EMPTY, shape, buf.dtype, buf.device)
+        ret.realized = buf
+        return ret
+
+    @staticmethod
     def from_numpy(x: np.ndarray, device: str) -> LazyBuffer:
         """A realized buffer holding a copy of `x` on `device`."""
         dtype = dtypes.from_np(x.dtype)

@@ -104,6 +104,27 @@ def test_a_cache_made_with_another_key_is_rebuilt_then_used(compiled_device: str
     assert run_program(compiled_device, tmp_path / "cache", CACHE_SECRET=mine)[1] == 0
 
 
+def test_kernels_built_together_are_found_one_by_one_by_a_later_process(tmp_path: Path) -> None:
+    """CLANG builds a schedule's new kernels a group per compiler run; each kernel is cached under its own key, so a
+    later process finds every one and computes the same."""
+    if problem := device_problem("CLANG"):
+        pytest.skip(problem)
+    program = PROGRAM.format(device="CLANG") + "from specgrad.device import BuildTotals as b\n"
+    program += "print('runs', b.runs['clang'], b.count['clang'])\n"
+    env = {**os.environ, "CACHEDIR": str(tmp_path)}
+    res = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=300,
+                         cwd=ROOT)  # fmt: skip
+    assert res.returncode == 0, res.stderr
+    lines = dict(line.split(" ", 1) for line in res.stdout.strip().splitlines())
+    runs, built = map(int, lines["runs"].split())
+    compiles = int(lines["counters"].split()[0])
+    assert built == compiles and runs < built
+    kernels = [f for f in (tmp_path / "clang").glob("*.bin")]
+    assert len(kernels) == built and len({f.read_bytes()[32:] for f in kernels}) < built
+    again, compiles, hits = run_program("CLANG", tmp_path)
+    assert (again, compiles, hits) == (lines["result"], 0, built)
+
+
 def test_parallel_compiles_match_one_by_one(compiled_device: str, tmp_path: Path) -> None:
     """COMPILE_JOBS=1 compiles one kernel at a time; 4 compiles a schedule's new kernels at once: same everything."""
     runs = {jobs: run_program(compiled_device, tmp_path / jobs, COMPILE_JOBS=jobs) for jobs in ("1", "4")}

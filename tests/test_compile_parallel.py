@@ -4,8 +4,10 @@ compiling them one by one."""
 from __future__ import annotations
 
 import itertools
+import re
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +15,7 @@ import numpy as np
 import pytest
 from conftest import device_problem
 
+import specgrad.device as device_module
 from specgrad import Context, Device, Tensor
 from specgrad.device import BuildFailed, Compiler, GlobalCounters, KernelBuildError
 from specgrad.flags import CACHEDIR
@@ -82,6 +85,7 @@ def test_new_kernels_of_a_schedule_compile_at_once(
         return real(src)
 
     wrap_compile(monkeypatch, compiled_device, together)
+    monkeypatch.setattr(device_module, "KERNELS_PER_RUN", 1)  # NOTE: CLANG would build them together (tested below)
     c = fresh_constant()
     with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=3):
         outs = three_kernels(compiled_device, c)
@@ -101,6 +105,7 @@ def test_compile_error_in_one_kernel_is_the_clear_error(tmp_path: Path, monkeypa
         return real("#error planted by the test\n" + src)
 
     wrap_compile(monkeypatch, "CLANG", break_one)
+    monkeypatch.setattr(device_module, "KERNELS_PER_RUN", 1)  # NOTE: one kernel a run (a group's failure: below)
     c = fresh_constant()
     with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=3):
         with pytest.raises(RuntimeError, match="planted by the test"):
@@ -119,7 +124,8 @@ def test_compile_error_in_one_kernel_is_the_clear_error(tmp_path: Path, monkeypa
 
 class FakeCompile:
     """Uppercases the source (with the CACHEDIR its thread sees); records each source and the most calls that ran at
-    once; raises for sources that start with 'bad'. `wait` holds each call until that many run together."""
+    once; raises for sources that start with 'bad' (or joined with '|', with a part that does). `wait` holds each
+    call until that many run together."""
 
     def __init__(self, wait: int = 0):
         self.calls: list[str] = []
@@ -135,7 +141,7 @@ class FakeCompile:
             if self.barrier is not None:
                 self.barrier.wait()
             time.sleep(0.01)  # NOTE: long enough for a second job, when allowed, to overlap this one
-            if src.startswith("bad"):
+            if any(part.startswith("bad") for part in src.split("|")):
                 raise BuildFailed(f"cannot compile {src}")
             return f"{src.upper()} in {CACHEDIR.value}".encode()
         finally:
@@ -209,3 +215,161 @@ def test_compile_failure_raises_the_first_error_and_keeps_earlier_binaries(jobs:
         GlobalCounters.reset()
         assert compiler.compile_many(named(["a"])) == [binary("a", tmp_path)]
         assert (GlobalCounters.compile_count, GlobalCounters.cache_hits) == (0, 1)
+
+
+# *** kernels built together: one compiler run for a group (CLANG's join) ***
+
+
+def joined(kernels: list[tuple[str, str]]) -> str:
+    return "|".join(src for _, src in kernels)
+
+
+@pytest.mark.parametrize(("kernels", "chars", "runs"), [(1, 99, 1), (3, 99, 1), (8, 99, 1), (10, 99, 2),
+                                                    (40, 99, 5), (5, 10, 3), (5, 4, 5)])  # fmt: skip
+def test_joined_kernels_build_in_groups_each_cached_under_its_own_key(
+    kernels: int, chars: int, runs: int, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """N missing kernels (of 4 characters each) take a compiler run per KERNELS_PER_RUN (8) kernels or per JOIN_CHARS
+    characters of source, whatever COMPILE_JOBS is; each kernel gets its group's binary, cached under its own key,
+    and a later compiler finds each one."""
+    monkeypatch.setattr(device_module, "JOIN_CHARS", chars)
+    srcs = [f"s{i:03d}" for i in range(kernels)]
+    for jobs in (1, 3):
+        fake = FakeCompile()
+        with Context(CACHEDIR=str(tmp_path / str(jobs)), COMPILE_JOBS=jobs):
+            GlobalCounters.reset()
+            libs = Compiler("fake", "fake 1", fake, join=joined).compile_many(named(srcs))
+            assert (GlobalCounters.compile_count, GlobalCounters.cache_hits) == (kernels, 0)
+            assert len(fake.calls) == runs and sorted("|".join(fake.calls).split("|")) == sorted(srcs)
+            groups = [call.split("|") for call in fake.calls]
+            assert max(map(len, groups)) <= device_module.KERNELS_PER_RUN
+            assert libs == [binary(next(call for call, g in zip(fake.calls, groups) if s in g), tmp_path / str(jobs))
+                            for s in srcs]  # fmt: skip
+            GlobalCounters.reset()
+            later = Compiler("fake", "fake 1", FakeCompile(), join=joined)
+            assert [later.compile_cached(src, f"k_{src}") for src in srcs] == libs
+            assert (GlobalCounters.compile_count, GlobalCounters.cache_hits) == (0, kernels)
+        assert len(list((tmp_path / str(jobs) / "fake").glob("*.bin"))) == kernels
+
+
+def test_kernels_of_one_name_are_never_joined(tmp_path: Path) -> None:
+    fake = FakeCompile()
+    kernels = [("E_1", "a"), ("E_1", "b"), ("r_2", "c"), ("E_1", "d"), ("r_3", "e")]
+    with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=1):
+        libs = Compiler("fake", "fake 1", fake, join=joined).compile_many(kernels)
+    assert fake.calls == ["a|c|e", "b", "d"]
+    assert libs == [binary(call, tmp_path) for call in ("a|c|e", "b", "a|c|e", "d", "a|c|e")]
+
+
+def test_a_failing_kernel_in_a_group_is_reported_with_its_own_source(tmp_path: Path) -> None:
+    """The joined run fails, so the kernels are built one by one: the error names the first that fails and saves its
+    own source; the others are cached."""
+    fake = FakeCompile()
+    compiler = Compiler("fake", "fake 1", fake, join=joined)
+    with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=2):
+        with pytest.raises(KernelBuildError, match="fake could not build kernel k_bad1:\ncannot compile bad1"):
+            compiler.compile_many(named(["a", "bad1", "b"]))
+        assert fake.calls == ["a|bad1|b", "a", "bad1", "b"]  # NOTE: the joined run, then each alone
+        assert [p.read_text() for p in (tmp_path / "failed").iterdir()] == ["bad1"]
+        GlobalCounters.reset()
+        assert compiler.compile_many(named(["a", "b"])) == [binary("a", tmp_path), binary("b", tmp_path)]
+        assert (GlobalCounters.compile_count, GlobalCounters.cache_hits) == (0, 2)
+
+
+def test_groups_sharing_a_lock_file_build_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two groups whose kernels' keys share a lock file (CACHEDIR/<namespace>/lock-XX) build at the same time: a
+    thread does not wait for a lock another thread of its process holds (nor take one file's lock twice)."""
+    monkeypatch.setattr(device_module, "KERNELS_PER_RUN", 2)
+    compiler = Compiler("fake", "fake 1", FakeCompile(wait=2), join=joined)
+    stripe = {compiler._key(f"s{i}")[:2]: f"s{i}" for i in range(400)}
+    same = [src for src in (f"s{i}" for i in range(400)) if compiler._key(src)[:2] == compiler._key("s0")[:2]][:3]
+    others = [src for src in stripe.values() if src not in same][:1]
+    srcs = [same[0], same[1], others[0], same[2]]  # NOTE: groups [s0, x] and [y, z]: the first lock file in both
+    with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=2):
+        libs = compiler.compile_many(named(srcs))
+    assert sorted(compiler.compile.calls) == sorted([f"{srcs[0]}|{srcs[1]}", f"{srcs[2]}|{srcs[3]}"])
+    assert compiler.compile.most_at_once == 2 and len(set(libs)) == 2
+
+
+def test_threads_of_one_process_build_each_kernel_once(tmp_path: Path) -> None:
+    """Two threads compiling the same kernels at once (separate compile_many calls, sharing a CACHEDIR): each kernel is
+    built by one of them, and the other waits for it and reads the cache, as another process would."""
+    compiler = Compiler("fake", "fake 1", FakeCompile(), join=None)
+    srcs, results = [f"s{i}" for i in range(4)], []
+
+    def compile_all() -> None:
+        with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=1):
+            results.append(compiler.compile_many(named(srcs)))
+
+    threads = [threading.Thread(target=compile_all) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(compiler.compile.calls) == srcs and len(results) == 2 and results[0] == results[1]
+
+
+def test_grouped_clang_kernels_compute_as_built_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    if problem := device_problem("CLANG"):
+        pytest.skip(problem)
+    runs: list[str] = []
+    wrap_compile(monkeypatch, "CLANG", lambda real, src: runs.append(src) or real(src))
+    results = {}
+    for per_run in (1, 8):
+        monkeypatch.setattr(device_module, "KERNELS_PER_RUN", per_run)
+        c = 1.0 + 1 / 1024  # NOTE: the same kernels in both, new to the process (a constant no other test uses)
+        with Context(CACHEDIR=str(tmp_path / str(per_run)), COMPILE_JOBS=2):
+            Device["CLANG"].runners.clear()
+            runs.clear()
+            GlobalCounters.reset()
+            x = Tensor(DATA, device="CLANG")
+            outs = [(x * c).exp(), (x + c).sum(0), (x - c).max(1), (x * x + c).sqrt(), (x / c).relu().sum()]
+            Tensor.corealize(outs)
+            assert GlobalCounters.compile_count == GlobalCounters.kernel_count == 5
+            # NOTE: two kernels of one name go to different runs
+            names = Counter(re.search(r"^void (\w+)\(", r.src, re.M)[1] for r in Device["CLANG"].runners.values())
+            assert len(runs) == (5 if per_run == 1 else max(names.values())) and max(names.values()) < 5
+            results[per_run] = outs
+    for alone, together in zip(results[1], results[8]):
+        assert alone.numpy().tobytes() == together.numpy().tobytes()
+    check_values(results[8][:3], c)
+
+
+def test_clang_kernel_failing_in_a_group_is_named_with_its_own_source(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if problem := device_problem("CLANG"):
+        pytest.skip(problem)
+    from specgrad.renderer.cstyle import KERNEL_MARK
+
+    def break_exp(real: Callable, src: str) -> bytes:
+        return real("#error planted by the test\n" + src if "exp" in src else src)
+
+    wrap_compile(monkeypatch, "CLANG", break_exp)
+    c = fresh_constant()
+    with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=2):
+        with pytest.raises(KernelBuildError, match="planted by the test") as e:
+            Tensor.corealize(three_kernels("CLANG", c))
+        saved = Path(str(e.value).split("its source is saved in ")[1].split(";")[0])
+        src = saved.read_text()
+        assert src.count(KERNEL_MARK) == 1 and "exp" in src, "the saved source is not the failing kernel's own"
+        assert f"could not build kernel {saved.name.rsplit('-', 1)[0]}:" in str(e.value)
+        monkeypatch.undo()
+        GlobalCounters.reset()
+        outs = three_kernels("CLANG", c)
+        Tensor.corealize(outs)
+        assert GlobalCounters.compile_count == 1, "the kernels that built alone were not cached"
+        assert GlobalCounters.compile_count + GlobalCounters.cache_hits == GlobalCounters.kernel_count
+    check_values(outs, c)
+
+
+def test_joined_sources_keep_shared_header_chunks_once_and_every_body() -> None:
+    from specgrad.runtime.ops_clang import KERNEL_MARK, join_sources
+
+    header = "#include <math.h>\n\ntypedef float f4;"
+    a = f"{header}\n{KERNEL_MARK}\nvoid a(float* x) {{ x[0] = 1; }}\n"
+    b = f"{header}\n\nstatic int helper_b;\n{KERNEL_MARK}\nvoid b(float* x) {{ x[0] = 2; }}\n"
+    bare = "void c(float* x) { x[0] = 3; }\n"  # NOTE: no mark: all kernel code, never a crash
+    joined = join_sources([("a", a), ("b", b), ("c", bare)])
+    assert joined.count("#include <math.h>") == 1 and joined.count("typedef float f4;") == 1
+    assert "static int helper_b;" in joined and all(f"void {n}(" in joined for n in "abc")

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
@@ -22,7 +23,7 @@ from conftest import device_problem
 
 from specgrad import Context, Device, Tensor
 from specgrad.device import BuildFailed, DeviceUnavailable, KernelBuildError
-from specgrad.runtime import ops_clang, ops_gpu
+from specgrad.runtime import ops_clang, ops_gpu, throughput
 from specgrad.runtime.ops_gpu import PROBE_WIDTHS, probe_expected, probe_inputs, probe_types, proven_width
 
 NARROW = "x86-64-v3"  # AVX2 and FMA, no AVX-512
@@ -149,6 +150,68 @@ def test_probe_refuses_a_width_that_computes_wrong_or_crashes(tmp_path: Path) ->
         assert ops_clang.proven_vector_bytes(identity + " crash", crashes, 32) == 16
         assert ops_clang.proven_vector_bytes(identity + " crash", crashes, 32) == 16, "the verdict is cached"
     assert any((tmp_path / "clang-widths").iterdir())
+
+
+def tile_compiles(compile_fn: Callable[[str], bytes], log: list[tuple[str, bool]]) -> Callable[[str], bytes]:
+    """compile_fn, noting each tile probe kernel it builds: (its name, whether it has 32-byte vectors)."""
+
+    def compile_noted(src: str) -> bytes:
+        if name := next((f"tile{a}" for a in (1, 8, 16) if f" tile{a}(" in src), None):
+            log.append((name, "sg_float8" in src))
+        return compile_fn(src)
+
+    return compile_noted
+
+
+def test_a_cold_start_compiles_the_tile_probe_once_meanwhile(clang: None, tmp_path: Path) -> None:
+    """Cold, the tile probe's kernels compile while the widths are probed, at the widest width, which is proven:
+    each once, and the device gets what the probes one after the other find."""
+    path, target = ops_clang.find_compiler(), "native"
+    flags = (*ops_clang.CFLAGS, *ops_clang.target_flags(target))
+    identity, widest = f"{path} {flags} cold-{os.getpid()}", ops_clang.target_vector_bytes(
+        ops_clang.check_target(path, target))  # fmt: skip
+    log: list[tuple[str, bool]] = []
+    compile_fn = tile_compiles(lambda src: ops_clang.compile_c(path, flags, src), log)
+    with Context(CACHEDIR=str(tmp_path / "together")):
+        vector_bytes, tiles = ops_clang.probe_device(identity, compile_fn, widest)
+    together = sorted(name for name, _ in log)
+    with Context(CACHEDIR=str(tmp_path / "in-turn")):
+        assert vector_bytes == ops_clang.proven_vector_bytes(identity, compile_fn, widest) == widest
+        alone = ops_clang.measured_throughput(identity, compile_fn, vector_bytes)
+    assert (tiles is None) == (alone is None) and (tiles is None or tiles.accumulators in (8, 16))
+    assert together == (["tile1", "tile16", "tile8"] if widest else []), "each once"
+
+
+@x86_only
+def test_a_cold_start_compiles_the_tile_probe_again_at_a_narrower_proven_width(tmp_path: Path) -> None:
+    identity, compile_fn = probe_compiler("cc", NARROW)
+
+    def half_sums(src: str) -> bytes:  # NOTE: as in the test above: 32-byte vectors compute wrong sums
+        return compile_fn(src.replace("lo4 = lo4 + hi4;", "lo4 = lo4 + lo4 * 0;") if "sg_float8" in src else src)
+
+    log: list[tuple[str, bool]] = []
+    with Context(CACHEDIR=str(tmp_path)):
+        vector_bytes, tiles = ops_clang.probe_device(identity, tile_compiles(half_sums, log), 32)
+        assert vector_bytes == 16
+        assert tiles is None or ops_clang.cached_throughput(identity, 16) == tiles
+        assert ops_clang.cached_throughput(identity, 32) is None, "what was measured is filed under the width used"
+    assert sorted(log) == sorted([(n, w) for n in ("tile1", "tile8", "tile16") for w in (True, False)])
+
+
+def test_a_warm_start_renders_no_probe_kernel(clang: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The verdicts are found by the compiler, its flags, the CPU and specgrad's source: a warm start renders no
+    probe kernel to look them up (that took ~45 ms of every start)."""
+    path, flags = ops_clang.find_compiler(), (*ops_clang.CFLAGS, *ops_clang.target_flags("native"))
+    identity, widest = f"{path} {flags} warm-{os.getpid()}", 32
+    with Context(CACHEDIR=str(tmp_path)):
+        cold = ops_clang.probe_device(identity, lambda src: ops_clang.compile_c(path, flags, src), widest)
+
+        def rendered(*args: object) -> object:
+            raise AssertionError("a probe kernel was rendered on a warm start")
+
+        monkeypatch.setattr(ops_clang, "probe_sources", rendered)
+        monkeypatch.setattr(throughput, "probe_sources", rendered)
+        assert ops_clang.probe_device(identity, rendered, widest) == cold  # type: ignore[arg-type]
 
 
 def test_probe_kernels_use_the_width_they_prove(clang: None) -> None:

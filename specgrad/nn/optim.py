@@ -7,6 +7,7 @@ replays with the current values. Imports tensor and dtype.
 from __future__ import annotations
 
 import math
+import weakref
 from collections.abc import Sequence
 
 import numpy as np
@@ -203,6 +204,7 @@ class LRScheduler:
     def __init__(self, optimizer: Optimizer):
         self.optimizer, self.base_lr = optimizer, optimizer.initial_lr
         self.last_epoch = -1
+        self._written: tuple[bytes, weakref.ref] | None = None  # NOTE: what it last wrote, and into which lazydata
         self.step()  # NOTE: as PyTorch, construction is epoch 0
 
     def lr_at(self, epoch: int) -> float:
@@ -214,10 +216,14 @@ class LRScheduler:
         return self.lr
 
     def step(self, epoch: int | None = None) -> None:
-        """Go to the next epoch (or to `epoch`) and set optimizer.lr for it."""
+        """Go to the next epoch (or to `epoch`) and set optimizer.lr for it. A rate that float32 rounds to the value
+        this schedule last wrote, still there (nothing assigned to optimizer.lr since), is not written again: a
+        constant rate costs a training loop no device work per step."""
         self.last_epoch = self.last_epoch + 1 if epoch is None else epoch
         self.lr = self.lr_at(self.last_epoch)
-        self.optimizer.lr.assign(_scalar(self.lr, self.optimizer.lr.device)).realize()
+        lr, bits = self.optimizer.lr, np.float32(self.lr).tobytes()
+        if self._written is None or self._written[0] != bits or self._written[1]() is not lr.lazydata:
+            self._written = (bits, weakref.ref(lr.assign(_scalar(self.lr, lr.device)).realize().lazydata))
 
 
 class Constant(LRScheduler):

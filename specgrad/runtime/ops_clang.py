@@ -15,6 +15,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import weakref
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -30,8 +31,10 @@ from specgrad.device import (
     Compiler,
     DeviceUnavailable,
     HostAllocator,
+    HostMemory,
     KernelBuildError,
     abi_warning,
+    code_fingerprint,
     signal_name,
     timed,
 )
@@ -40,7 +43,7 @@ from specgrad.flags import CC, CPU_TARGET, DEBUG, THREADS
 from specgrad.helpers import cores, prod
 from specgrad.ops import BinaryOps, BufferOps, ConstBuffer, LazyOp, MemBuffer, ReduceOps, TernaryOps, UnaryOps
 from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, render
-from specgrad.runtime.throughput import measured_throughput
+from specgrad.runtime.throughput import Throughput, cached_throughput, compile_tiles, measured_throughput
 from specgrad.shape.shapetracker import ShapeTracker
 from specgrad.shape.symbolic import Variable, sym_infer
 
@@ -116,6 +119,20 @@ def check_target(path: str, target: str) -> frozenset[str]:
     if missing := sorted(m for m in macros - target_macros(path, "native") if m[2:3].isupper()):
         raise DeviceUnavailable(f"CPU_TARGET={target} needs {', '.join(missing)}, which -march=native here lacks")
     return macros
+
+
+def join_sources(kernels: list[tuple[str, str]]) -> str:
+    """Several kernels' sources (name, source) as one, for one compiler run: the header chunks (includes, typedefs,
+    helpers, the sg_parallel_for hook) once each, in the order they first come, then each kernel's own code. The
+    names must differ (Compiler.compile_many never joins two kernels of one name)."""
+    headers: list[str] = []
+    bodies: list[str] = []
+    for _, src in kernels:
+        # NOTE: a source without the mark (none the renderer writes) is all kernel code
+        header, _, body = src.rpartition(KERNEL_MARK + "\n")
+        headers += [c for c in header.rstrip("\n").split("\n\n") if c and c not in headers]
+        bodies.append(body)
+    return "\n\n".join(headers) + "\n" + "\n".join(bodies)
 
 
 def compile_c(path: str, flags: tuple[str, ...], src: str) -> bytes:
@@ -259,14 +276,22 @@ void sg_parallel_for(sg_body_fn fn, void* ctx, int n) {
 """
 
 
+_LOADED: weakref.WeakValueDictionary[str, ctypes.CDLL] = weakref.WeakValueDictionary()
+
+
 def load_library(lib: bytes) -> ctypes.CDLL:
     """dlopen exactly these bytes (checked against their MAC under the user's key when they came from the cache): they
     are written to a new file in the process's private folder, where nobody else can swap or change it before dlopen
-    reads it."""
+    reads it. Bytes loaded before and still in use give that library again: a shared object built for a group of
+    kernels is cached under each kernel's key, and is loaded once."""
+    digest = hashlib.sha256(lib).hexdigest()
+    if (ret := _LOADED.get(digest)) is not None:
+        return ret
     with tempfile.NamedTemporaryFile(prefix="lib-", suffix=".so", delete=False, dir=private_folder()) as f:
         f.write(lib)
     try:
-        return ctypes.CDLL(f.name)
+        ret = _LOADED[digest] = ctypes.CDLL(f.name)
+        return ret
     finally:
         os.unlink(f.name)  # NOTE: the loaded library stays mapped after its file is gone
 
@@ -293,20 +318,23 @@ class ThreadPool:
 
 
 class ClangProgram:
-    """One compiled kernel: a function in a shared object, called with buffer pointers and shape variables."""
+    """One compiled kernel: a function in a shared object (which may hold other kernels built with it), called with
+    buffer pointers and shape variables."""
 
     def __init__(self, prg: Program, lib: bytes, pool: ThreadPool | None = None):
         self.dll = load_library(lib)
         self.pool = pool if pool is not None and hasattr(self.dll, "sg_parallel_for") else None
         if self.pool is not None:
             ctypes.c_void_p.in_dll(self.dll, "sg_parallel_for").value = self.pool.parallel_for
-        self.fn = getattr(self.dll, prg.name)
+        self.fn = self.dll[prg.name]  # NOTE: a function object of its own (getattr shares one per name and library)
         self.fn.argtypes = [ctypes.c_void_p] * len(prg.buffers) + [ctypes.c_int] * len(prg.vars)
         self.fn.restype = None
         self.vars: tuple[Variable, ...] = prg.vars
 
     def __call__(self, bufs: list[Any], var_vals: dict[Variable, int], wait: bool) -> float:
-        args = [b.ctypes.data for b in bufs] + [sym_infer(v, var_vals) for v in self.vars]
+        # NOTE: HostMemory carries its address (CLANG's allocator makes only those); .ctypes.data is the slow way
+        args = [b.address if type(b) is HostMemory else b.ctypes.data for b in bufs]
+        args += [sym_infer(v, var_vals) for v in self.vars]
         if self.pool is not None:
             self.pool.use_threads()
         return timed(lambda: self.fn(*args))
@@ -317,7 +345,7 @@ class ClangProgram:
 # computes right is checked, not assumed: probe kernels (the vector shapes the renderer emits) are
 # built as the device builds them for each width up to the target's and run in a child process (a SIGILL or a crash
 # costs only the child) against the CPU device's interpreter. The widest width that passes, with every narrower one,
-# is used (0: scalar kernels); the verdict is cached under the compiler, its flags, the CPU and the probe's sources.
+# is used (0: scalar kernels); the verdict is cached under the compiler, its flags, the CPU and specgrad's source.
 
 PROBE_SHAPE = (8, 64)
 PROBE_CHILD = r"""
@@ -377,14 +405,8 @@ def probe_sources(vector_bytes: int) -> list[tuple[Program, str]]:
 
 
 def probe_file(vector_bytes: int) -> str:
-    """Every probe kernel at this width in one source (their shared header once): one compile per width."""
-    headers: list[str] = []
-    bodies: list[str] = []
-    for _, src in probe_sources(vector_bytes):
-        header, body = src.split(KERNEL_MARK + "\n", 1)
-        headers += [c for c in header.rstrip("\n").split("\n\n") if c not in headers]
-        bodies.append(body)
-    return "\n\n".join(headers) + "\n" + "\n".join(bodies)
+    """Every probe kernel at this width in one source: one compile per width."""
+    return join_sources([(prg.name, src) for prg, src in probe_sources(vector_bytes)])
 
 
 def is_probe_right(compile_fn: Callable[[str], bytes], vector_bytes: int) -> bool:
@@ -411,8 +433,9 @@ def is_probe_right(compile_fn: Callable[[str], bytes], vector_bytes: int) -> boo
                 path.write_bytes(a.tobytes())
             jobs.append({"lib": str(lib_path), "name": prg.name, "bufs": [str(p) for p in paths]})
         try:
-            res = subprocess.run([sys.executable, "-c", PROBE_CHILD], input=json.dumps(jobs), capture_output=True,
-                                 text=True, timeout=120)  # fmt: skip
+            # NOTE: -I -S: the child needs only the standard library; without site it starts in 26 ms, not 45
+            res = subprocess.run([sys.executable, "-I", "-S", "-c", PROBE_CHILD], input=json.dumps(jobs),
+                                 capture_output=True, text=True, timeout=120)  # fmt: skip
         except (OSError, subprocess.SubprocessError) as e:
             raise DeviceUnavailable(f"the CLANG device's vector probe did not run: {e}") from None
         if res.returncode != 0:
@@ -430,16 +453,20 @@ def is_probe_right(compile_fn: Callable[[str], bytes], vector_bytes: int) -> boo
     return True
 
 
+def cached_vector_bytes(identity: str, widest: int) -> int | None:
+    """The width proven before for this compiler, flags, CPU and widest width, or None."""
+    cached = DiskCache("clang-widths").get(_widths_key(identity, widest))
+    return int(cached) if cached is not None and cached.isdigit() and int(cached) in (0, *_widths(widest)) else None
+
+
 def proven_vector_bytes(identity: str, compile_fn: Callable[[str], bytes], widest: int) -> int:
     """The widest vector width up to `widest` bytes whose probe, and every narrower one's, passes; else 0. The
     widths are probed at once (a compiler and a child process each), so a cold start waits for the slowest only."""
-    widths = [w for w in (16, 32, 64) if w <= widest]
-    key_src = f"{identity}\n{widths}\n" + "\n".join(probe_file(w) for w in widths)
-    cache, key = DiskCache("clang-widths"), hashlib.sha256(key_src.encode()).hexdigest()
-    if (cached := cache.get(key)) is not None and cached.isdigit() and int(cached) in (0, *widths):
-        return int(cached)
+    if (cached := cached_vector_bytes(identity, widest)) is not None:
+        return cached
     from concurrent.futures import ThreadPoolExecutor  # NOTE: here: it costs every start ~7 ms (see device.py)
 
+    widths = _widths(widest)
     with ThreadPoolExecutor(max(len(widths), 1)) as pool:
         right = list(pool.map(lambda w: is_probe_right(compile_fn, w), widths))
     ret = 0
@@ -447,8 +474,34 @@ def proven_vector_bytes(identity: str, compile_fn: Callable[[str], bytes], wides
         if not ok:
             break
         ret = width
-    cache.put(key, str(ret).encode())
+    DiskCache("clang-widths").put(_widths_key(identity, widest), str(ret).encode())
     return ret
+
+
+def _widths(widest: int) -> list[int]:
+    return [w for w in (16, 32, 64) if w <= widest]
+
+
+def _widths_key(identity: str, widest: int) -> str:
+    # NOTE: keyed by specgrad's source, not the probe kernels' (rendering them cost every warm start 15-45 ms)
+    return hashlib.sha256(f"{identity}\n{_widths(widest)}\n{code_fingerprint()}".encode()).hexdigest()
+
+
+def probe_device(identity: str, compile_fn: Callable[[str], bytes], widest: int) -> tuple[int, Throughput | None]:
+    """The proven vector width and the register tile measured at it. Where neither is cached (a cold start), the tile
+    probe's kernels compile at the widest width while the widths are probed (it is nearly always the one proven; at
+    another, they compile again), and are timed once the width probes are over, so nothing else runs meanwhile."""
+    if widest == 0 or cached_vector_bytes(identity, widest) is not None or \
+            cached_throughput(identity, widest) is not None:  # fmt: skip
+        vector_bytes = proven_vector_bytes(identity, compile_fn, widest)
+        return vector_bytes, measured_throughput(identity, compile_fn, vector_bytes)
+    from concurrent.futures import ThreadPoolExecutor  # NOTE: here: it costs every start ~7 ms (see device.py)
+
+    with ThreadPoolExecutor(1) as pool:
+        compiled = pool.submit(compile_tiles, compile_fn, widest)
+        vector_bytes = proven_vector_bytes(identity, compile_fn, widest)
+        return vector_bytes, measured_throughput(identity, compile_fn, vector_bytes,
+                                                 compiled if vector_bytes == widest else None)  # fmt: skip
 
 
 def ClangDevice() -> Compiled:
@@ -463,9 +516,9 @@ def ClangDevice() -> Compiled:
         f"{path} {version} {' '.join(flags)} {cpu_identity()}",
         functools.partial(compile_c, path, flags),
     )
-    vector_bytes = proven_vector_bytes(identity, compile_fn, target_vector_bytes(check_target(path, target)))
-    throughput = measured_throughput(identity, compile_fn, vector_bytes)
-    compiler = Compiler("clang", identity, compile_fn, f"the CLANG device ({version}, -march={target})", ".c")
+    vector_bytes, throughput = probe_device(identity, compile_fn, target_vector_bytes(check_target(path, target)))
+    compiler = Compiler("clang", identity, compile_fn, f"the CLANG device ({version}, -march={target})", ".c",
+                        join=join_sources)  # fmt: skip
     try:
         pool_lib = compiler.compile_cached(POOL_SRC, "thread_pool")  # NOTE: also proves it builds shared objects
     except KernelBuildError as e:
@@ -480,7 +533,7 @@ def ClangDevice() -> Compiled:
     accumulators = throughput.accumulators if throughput is not None else 0
     opts = LinearizerOptions(optimize=True, vector_bytes=vector_bytes, threads=pool is not None,
                              accumulators=accumulators)  # fmt: skip
-    ret = Compiled("CLANG", HostAllocator(), opts, lambda prg: render(prg, C_DIALECT), compiler,
+    ret = Compiled("CLANG", HostAllocator(addressed=True), opts, lambda prg: render(prg, C_DIALECT), compiler,
                    functools.partial(ClangProgram, pool=pool))  # fmt: skip
     ret.throughput = throughput
     return ret

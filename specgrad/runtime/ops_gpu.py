@@ -129,9 +129,11 @@ class CLContext:
 
 
 class CLAllocator(LRUAllocator):
-    def __init__(self, ctx: CLContext):
+    def __init__(self, ctx: CLContext, compiler: Compiler | None = None):
         super().__init__()
         self.ctx = ctx
+        self.memory = (int(ctx.device.global_mem_size), int(ctx.device.max_mem_alloc_size))  # device.device_memory
+        self.gather = RowGather(ctx, compiler) if compiler is not None else None
 
     def _alloc(self, nbytes: int) -> Any:
         return cl.Buffer(self.ctx.context, cl.mem_flags.READ_WRITE, max(nbytes, 1))
@@ -141,6 +143,43 @@ class CLAllocator(LRUAllocator):
 
     def copyout(self, dest: memoryview, src: Any) -> None:
         cl.enqueue_copy(self.ctx.queue, np.frombuffer(dest, dtype=np.uint8), src, is_blocking=True)
+
+    def copy_rows(self, dest: Any, src: Any, index: Any, offset: int, rows: int, row_bytes: int) -> None:
+        if self.gather is None:
+            raise DeviceUnavailable("this OpenCL allocator was made without a compiler, so it cannot gather rows")
+        self.gather(dest, src, index, offset, rows, row_bytes)
+
+
+# NOTE: a 4-byte word per work-item where rows are whole words (float32, int32, int64 data), else a byte; the row is
+# clamped into the source, so a bad index never reads outside it
+GATHER_KERNEL = """__kernel void gather_rows_{t}(__global {t}* dest, __global const {t}* src,
+  __global const long* index, long offset, long last, long row_words) {{
+  long k = get_global_id(1), w = get_global_id(0);
+  dest[k * row_words + w] = src[clamp(index[offset + k], 0L, last) * row_words + w];
+}}"""
+GATHER_SOURCE = "\n".join(GATHER_KERNEL.format(t=t) for t in ("uint", "uchar"))
+
+
+class RowGather:
+    """Buffer.gather_rows on the GPU device: GATHER_SOURCE, built once per process through the device's compiler (so
+    the disk cache keeps its binary: PoCL builds slowly), enqueued on the device's queue after the kernels before it.
+    The only transfers are its arguments."""
+
+    def __init__(self, ctx: CLContext, compiler: Compiler):
+        self.ctx, self.compiler = ctx, compiler
+        self.kernels: dict[int, Any] = {}  # word size -> kernel
+
+    def __call__(self, dest: Any, src: Any, index: Any, offset: int, rows: int, row_bytes: int) -> None:
+        if not self.kernels:
+            binary = self.compiler.compile_cached(GATHER_SOURCE, "gather_rows")
+            with self.ctx.build_lock:
+                program = cl.Program(self.ctx.context, [self.ctx.device], [binary]).build()
+                self.kernels = {4: program.gather_rows_uint, 1: program.gather_rows_uchar}
+        word = 4 if row_bytes % 4 == 0 else 1
+        kernel, gs = self.kernels[word], (row_bytes // word, rows)
+        last = src.size // row_bytes - 1  # NOTE: cl.Buffer.size: at least 1 byte, as _alloc makes it
+        kernel(self.ctx.queue, gs, local_size(gs, self.ctx.max_work_group), dest, src, index, np.int64(offset),
+               np.int64(last), np.int64(row_bytes // word))  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -526,7 +565,7 @@ def GPUDevice() -> Compiled:
         servers.expect(src, launch_of(prg, ctx.max_work_group))
         return src
 
-    ret = Compiled("GPU", CLAllocator(ctx), opts, render_cl, compiler, functools.partial(CLProgram, ctx))
+    ret = Compiled("GPU", CLAllocator(ctx, compiler), opts, render_cl, compiler, functools.partial(CLProgram, ctx))
     ret.supported_dtypes, ret.description = ctx.supported_dtypes(), f" (OpenCL on {ctx.name})"
     ret.synchronize = ctx.queue.finish  # type: ignore[method-assign]
     return ret

@@ -28,6 +28,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specgrad.cache import DiskCache, private_folder
 from specgrad.codegen.linearizer import LinearizerOptions, linearize
@@ -40,6 +41,9 @@ from specgrad.ops import BinaryOps, BufferOps, LazyOp, MemBuffer, ReduceOps
 from specgrad.renderer.cstyle import C_DIALECT, render
 from specgrad.schedule import PACK_PANEL
 from specgrad.shape.shapetracker import ShapeTracker
+
+if TYPE_CHECKING:
+    from concurrent.futures import Future
 
 CANDIDATES = (8, 16)  # accumulators in a register tile (4 was the slowest with AVX-512 and with AVX2 here)
 CHAIN = 1  # one accumulator: the FMA latency probe
@@ -123,16 +127,22 @@ def choose(times: dict[int, float], vector_bytes: int) -> Throughput:
     return Throughput(pick, 2 * m * k * n / times[fastest] / 1e9, 2 * m * k * n / times[CHAIN] / 1e9)
 
 
-def measure(compile_fn: Callable[[str], bytes], vector_bytes: int) -> dict[int, float] | None:
-    """Seconds per call of the probe kernel at each candidate tile, the fastest of ROUNDS; None where it did not
-    build or run."""
+def compile_tiles(compile_fn: Callable[[str], bytes], vector_bytes: int) -> dict[int, bytes]:
+    """The probe kernel's shared object at each tile, compiled at once (one per core)."""
     from concurrent.futures import ThreadPoolExecutor  # NOTE: here: it costs every start ~7 ms (see device.py)
 
+    sources = probe_sources(vector_bytes)
+    with ThreadPoolExecutor(cores()) as pool:
+        return dict(zip(sources, pool.map(compile_fn, sources.values())))
+
+
+def measure(compile_fn: Callable[[str], bytes], vector_bytes: int, compiled: Future | None = None
+            ) -> dict[int, float] | None:  # fmt: skip
+    """Seconds per call of the probe kernel at each candidate tile, the fastest of ROUNDS; None where it did not
+    build or run. `compiled`: compile_tiles at this width, already started (ops_clang.probe_device)."""
     m, k, n = PROBE_MATMUL
     try:
-        sources = probe_sources(vector_bytes)
-        with ThreadPoolExecutor(cores()) as pool:
-            libs = dict(zip(sources, pool.map(compile_fn, sources.values())))
+        libs = compiled.result() if compiled is not None else compile_tiles(compile_fn, vector_bytes)
         with tempfile.TemporaryDirectory(prefix="probe-", dir=private_folder()) as tmp:
             kernels = []
             for acc, lib in libs.items():
@@ -140,8 +150,9 @@ def measure(compile_fn: Callable[[str], bytes], vector_bytes: int) -> dict[int, 
                 kernels.append([str(path), f"tile{acc}"])
             job = {"kernels": kernels, "repeats": REPEATS, "rounds": ROUNDS,
                    "nbytes": [4 * m * n, 4 * m * k, 4 * k * n]}  # fmt: skip
-            res = subprocess.run([sys.executable, "-c", PROBE_CHILD], input=json.dumps(job), capture_output=True,
-                                 text=True, timeout=120)  # fmt: skip
+            # NOTE: -I -S: the child needs only the standard library; without site it starts in 26 ms, not 45
+            res = subprocess.run([sys.executable, "-I", "-S", "-c", PROBE_CHILD], input=json.dumps(job),
+                                 capture_output=True, text=True, timeout=120)  # fmt: skip
         times = json.loads(res.stdout)
         return {acc: float(times[f"tile{acc}"]) for acc in (CHAIN, *CANDIDATES)}
     except (BuildFailed, OSError, subprocess.SubprocessError, ValueError, KeyError, TypeError) as e:
@@ -151,25 +162,39 @@ def measure(compile_fn: Callable[[str], bytes], vector_bytes: int) -> dict[int, 
         return None
 
 
-def measured_throughput(identity: str, compile_fn: Callable[[str], bytes], vector_bytes: int) -> Throughput | None:
-    """The register tile for this compiler, flags and CPU, measured once and cached; None without vectors or where
-    the probe could not run (the rule's tile is used)."""
-    if vector_bytes == 0:
-        return None
-    # NOTE: keyed by specgrad's source, not the probe kernels' (rendering them costs every warm start ~30 ms)
-    key_src = f"{identity}\n{vector_bytes}\n{code_fingerprint()}"
-    cache, key = DiskCache("clang-tiles"), hashlib.sha256(key_src.encode()).hexdigest()
-    if (cached := cache.get(key)) is not None:
+def cached_throughput(identity: str, vector_bytes: int) -> Throughput | None:
+    """The register tile measured before for this compiler, flags, CPU and width, or None."""
+    if (cached := _cache().get(_key(identity, vector_bytes))) is not None:
         try:
             d = json.loads(cached)
             if int(d["accumulators"]) in CANDIDATES and float(d["gflops"]) > 0 and float(d["chain_gflops"]) > 0:
                 return Throughput(int(d["accumulators"]), float(d["gflops"]), float(d["chain_gflops"]))
         except (ValueError, KeyError, TypeError):
             pass  # NOTE: an entry of another form: measured again, and rewritten
-    if (times := measure(compile_fn, vector_bytes)) is None:
+    return None
+
+
+def measured_throughput(identity: str, compile_fn: Callable[[str], bytes], vector_bytes: int,
+                        compiled: Future | None = None) -> Throughput | None:  # fmt: skip
+    """The register tile for this compiler, flags and CPU, measured once and cached; None without vectors or where
+    the probe could not run (the rule's tile is used). `compiled`: as measure takes it."""
+    if vector_bytes == 0:
+        return None
+    if (cached := cached_throughput(identity, vector_bytes)) is not None:
+        return cached
+    if (times := measure(compile_fn, vector_bytes, compiled)) is None:
         return None
     ret = choose(times, vector_bytes)
     if DEBUG >= 1:
         print(f"CLANG device: register tiles measured: {', '.join(f'{a}: {t * 1e6:.1f} us' for a, t in times.items())}")
-    cache.put(key, json.dumps(asdict(ret)).encode())
+    _cache().put(_key(identity, vector_bytes), json.dumps(asdict(ret)).encode())
     return ret
+
+
+def _cache() -> DiskCache:
+    return DiskCache("clang-tiles")
+
+
+def _key(identity: str, vector_bytes: int) -> str:
+    # NOTE: keyed by specgrad's source, not the probe kernels' (rendering them costs every warm start ~30 ms)
+    return hashlib.sha256(f"{identity}\n{vector_bytes}\n{code_fingerprint()}".encode()).hexdigest()

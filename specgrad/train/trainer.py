@@ -40,8 +40,9 @@ from specgrad.nn.state import (
     safe_save,
 )
 from specgrad.train.data import FLOAT32_MAX, Dataset, batches, eval_batches, fields, load_data
+from specgrad.train.feed import DeviceFeed, draw_order, make_feed
 from specgrad.train.folder_io import regular_file
-from specgrad.train.plots import MISSING, panels, plain, plottable, png
+from specgrad.train.plots import MISSING, metrics_png
 from specgrad.train.run_folder import (
     CHECKPOINTS,
     FINAL,
@@ -55,6 +56,7 @@ from specgrad.train.run_folder import (
     spec_hash,
     unusable,
 )
+from specgrad.train.validation import SlotPass
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
 # NOTE: what the data decides
@@ -275,6 +277,53 @@ class Summary:
     last_checkpoint: Path | None
 
 
+LOSS_WINDOW = 64  # NOTE: steps whose losses the device holds between two reads by the host
+READ_EVERY_S = 0.25  # NOTE: the host reads them at least this often too (the progress bar's loss)
+OnStep = Callable[[int, int, float | None], None]  # NOTE: (epoch, step, the newest training loss read)
+
+
+class LossWindow:
+    """The training losses the host has not read yet, kept on the device. The captured step writes its loss into the
+    slot a device-side counter names and moves the counter on (no host input per step); the host reads the whole
+    window at once, when it is full or READ_EVERY_S has passed, and before anything is written. So a step costs no
+    host synchronisation (a stall on a GPU), and every step's loss is still known: one per slot."""
+
+    def __init__(self, size: int, device: str | None):
+        # NOTE: from numpy, not Tensor.zeros(...).contiguous(): the lazy cache gives equal-shaped ones one buffer
+        self.size, self.values = size, Tensor(np.zeros(size, np.float32), device=device)  # (size,) losses by slot
+        self.slot = Tensor(np.zeros((), np.int32), device=device)  # NOTE: where the next step's loss goes
+        self.index = Tensor(np.arange(size, dtype=np.int32), device=device)
+        self.first = 0  # NOTE: the slot of the first step not read yet
+        self.unread: list[tuple[int, int, float | None]] = []  # NOTE: (epoch, step, lr if it is logged) of each
+        self.read_at, self.last = time.perf_counter(), None  # NOTE: when it was last read, and the newest loss read
+
+    def record(self, loss: Tensor) -> None:
+        """Inside the captured step: `loss` into the current slot, then the counter on to the next one."""
+        value = loss.detach().reshape(()).cast(self.values.dtype)  # NOTE: exact: the loss is float32 or narrower
+        self.values.assign((self.index == self.slot).where(value, self.values))
+        self.values.realize()
+        self.slot.assign((self.slot == self.size - 1).where(0, self.slot + 1)).realize()  # NOTE: one kernel
+
+    def start(self) -> None:
+        """Before a run's first step: the slot the next loss goes into (the step function may have run before)."""
+        self.first, self.unread, self.read_at = int(self.slot.item()), [], time.perf_counter()
+
+    def add(self, epoch: int, step: int, lr: float | None) -> bool:
+        """A step has run; whether the window is due to be read."""
+        self.unread.append((epoch, step, lr))
+        return len(self.unread) >= self.size or time.perf_counter() - self.read_at >= READ_EVERY_S
+
+    def read(self) -> list[tuple[int, int, float | None, float]]:
+        """(epoch, step, lr or None, loss) of each step not read yet, in step order: one copy from the device."""
+        if not self.unread:
+            return []
+        values = self.values.numpy().tolist()  # NOTE: float32 as Python floats, exactly as .item() gives them
+        ret = [(*s, values[(self.first + k) % self.size]) for k, s in enumerate(self.unread)]
+        self.first = (self.first + len(self.unread)) % self.size
+        self.unread, self.read_at, self.last = [], time.perf_counter(), ret[-1][3]
+        return ret
+
+
 @dataclass
 class Trainer:
     """Everything one training run needs, built from a validated spec."""
@@ -288,6 +337,8 @@ class Trainer:
     total_steps: int
     steps_per_epoch: int
     losses: list[OutputLoss]  # one per output, in the model's order
+    history: LossWindow  # the training losses not read yet, which the captured step writes on the device
+    validation: SlotPass | None = None  # the captured validation pass, made by evaluate for its split's batches
 
     @property
     def epochs(self) -> int:
@@ -328,10 +379,12 @@ class Trainer:
                 if clip is not None:
                     optim.clip_grad_norm_(opt.params, clip)
                 opt.step()
+                history.record(reported)
             return reported
 
+        history = LossWindow(LOSS_WINDOW, opt.device)  # NOTE: beside the weights
         schedule = make_schedule(opt, t, total, steps_per_epoch)
-        return Trainer(spec, data, model, opt, train_step, schedule, total, steps_per_epoch, losses)
+        return Trainer(spec, data, model, opt, train_step, schedule, total, steps_per_epoch, losses, history)
 
     def tensors(self, x: np.ndarray, y: np.ndarray) -> tuple[list[Tensor], list[Tensor]]:
         """A batch as the model's inputs and the outputs' targets."""
@@ -341,32 +394,53 @@ class Trainer:
     def evaluate(self) -> dict[str, float]:
         """Loss (in the target's units) and accuracy (for classifiers and language models) on the validation split;
         with several outputs, the weighted total loss, and each output's loss and accuracy as <output>.loss and
-        <output>.accuracy."""
-        data, n = self.data, 0
-        totals = {x.name: [0.0, 0, 0] for x in self.losses}  # NOTE: output -> [loss * examples, hits, labels]
-        for x, y in eval_batches(data.x_valid, data.y_valid, self.spec.batch_size):
-            xs, ys = self.tensors(x, y)
-            outs = self.model.outputs(*xs)
-            n += len(x)
-            for part, out, yt in zip(self.losses, outs, ys):
-                total = totals[part.name]
-                total[0] += part.reported(out, yt).item() * len(x)
-                if part.task in ("classify", "language"):
-                    total[1] += int(correct(out, yt).item())
-                    total[2] += math.prod(yt.shape)
-        per = {name: {"loss": t[0] / max(n, 1), **({"accuracy": t[1] / t[2]} if t[2] else {})}
-               for name, t in totals.items()}  # fmt: skip
+        <output>.accuracy. The pass is captured once per batch shape and replayed (train.validation), its figures read
+        once at the end; they are an uncaptured pass's, bit for bit: each batch's float32 loss times its examples,
+        summed in float64 in batch order, and exact hit counts."""
+        data, size, n = self.data, self.spec.batch_size, len(self.data.x_valid)
+        lengths = [min(size, n - i) for i in range(0, n, size)]
+        counted = [x.task in ("classify", "language") for x in self.losses]
+        if self.validation is None or self.validation.batches != len(lengths):  # NOTE: a slot per batch
+            self.validation = SlotPass(self._measure, len(lengths))
+        pairs = (self.tensors(x, y) for x, y in eval_batches(data.x_valid, data.y_valid, size))
+        figures = iter([v.tolist() for v in self.validation.run(pairs)])  # NOTE: none without examples
+        per: dict[str, dict[str, float]] = {}
+        for part, has_hits in zip(self.losses, counted):
+            loss = 0.0
+            for value, m in zip(next(figures, []), lengths):
+                loss += value * m  # NOTE: the float32 loss as .item() gives it, times the batch's examples
+            per[part.name] = {"loss": loss / max(n, 1)}
+            if has_hits:
+                hits, labels = sum(next(figures, [])), self._labels(part.name)
+                per[part.name] |= {"accuracy": hits / labels} if labels else {}
         if len(per) == 1:
             return next(iter(per.values()))
         ret = {"loss": sum(per[x.name]["loss"] * x.weight for x in self.losses)}
         return ret | {f"{name}.{k}": v for name, metrics in per.items() for k, v in metrics.items()}
 
+    def _measure(self, xs: list[Tensor], ys: list[Tensor]) -> list[Tensor]:
+        """One validation batch's figures, in the order evaluate reads them: per output its reported loss, then (for
+        classifiers and language models) its hit count, each realized as .item() realizes it and in the same order,
+        so the kernels, and their results, are those of an uncaptured pass."""
+        ret = []
+        for part, out, y in zip(self.losses, self.model.outputs(*xs), ys):
+            ret.append(part.reported(out, y).contiguous().realize())
+            if part.task in ("classify", "language"):
+                ret.append(correct(out, y).contiguous().realize())
+        return ret
+
+    def _labels(self, name: str) -> int:
+        """How many labels the validation split holds for one output (examples, times tokens for a language model)."""
+        y = self.data.y_valid
+        return int((y[name] if y.dtype.names else y).size)
+
     # *** the loop ***
 
-    def fit(self, log: MetricsLog, resume: bool = False, on_step: Callable[[int, int, float], None] | None = None,
+    def fit(self, log: MetricsLog, resume: bool = False, on_step: OnStep | None = None,
             say: Callable[[str], None] = print) -> Summary:  # fmt: skip
         """Train until the run's last step (continuing from the newest checkpoint when resuming), evaluating and
-        checkpointing after every epoch, stopping early when the spec says so."""
+        checkpointing after every epoch, stopping early when the spec says so. `on_step(epoch, step, loss)` follows
+        every step with the newest training loss read (see LossWindow; None before the first read)."""
         folder = log.folder
         checkpoint_folder(folder)  # NOTE: a link in its place is refused before anything is read or cleaned up there
         cleanup_partial_files(folder)
@@ -377,20 +451,21 @@ class Trainer:
         if pos.data_rng is not None:
             rng.bit_generator.state = pos.data_rng
         valid = next((r for r in reversed(log.records) if r["split"] == "valid"), {})
+        self.history.start()
+        names = list(self.spec.inputs), [part.name for part in self.losses]
+        feed = make_feed(self.data.x_train, self.data.y_train, *names, self.spec.batch_size, augment=self.data.augment)
         with _deferred_interrupt() as interrupted:
             while pos.step < self.total_steps and pos.stopped is None:
                 epoch, start, pos.data_rng = pos.epoch + 1, time.perf_counter(), dict(rng.bit_generator.state)
-                shuffle = self.spec.values["data"]["shuffle"]
-                for i, (x, y) in enumerate(batches(self.data.x_train, self.data.y_train, self.spec.batch_size,
-                                                   shuffle, rng, self.data.augment)):  # fmt: skip
-                    if i < pos.skip:
-                        continue  # NOTE: resuming mid-epoch: these batches were trained before the interruption
-                    self._step(log, pos, epoch, x, y, on_step)
+                for i, xs, ys in self._batches(feed, rng, pos.skip):
+                    self._step(log, pos, epoch, xs, ys, on_step)
                     if pos.step == self.total_steps:
                         break
                     if interrupted():
+                        self._read_losses(log, pos)
                         pos.skip = i + 1
                         raise Interrupted(self.save_checkpoint(folder, "interrupted", pos))
+                self._read_losses(log, pos)
                 trained = len(pos.losses)
                 log.log({"split": "train_epoch", "epoch": epoch, "step": pos.step, "loss": float(np.mean(pos.losses)),
                          "lr": self.schedule.get_lr(), "examples_per_s": (trained - pos.skip) * self.spec.batch_size
@@ -399,21 +474,47 @@ class Trainer:
                 valid = self._end_epoch(log, pos, say)
             return self._finish(log, pos, valid, say)  # NOTE: a Ctrl-C now waits until the final weights are written
 
-    def _step(self, log: MetricsLog, pos: Position, epoch: int, x: np.ndarray, y: np.ndarray,
-              on_step: Callable[[int, int, float], None] | None) -> None:  # fmt: skip
-        loss = self.step_fn(*self.tensors(x, y)).item()
+    def _batches(self, feed: DeviceFeed | None, rng: np.random.Generator, skip: int
+                 ) -> Iterator[tuple[int, list[Tensor], list[Tensor]]]:  # fmt: skip
+        """The epoch's batches from batch `skip` on (a resumed epoch's first ones were trained before the interruption),
+        numbered, as the model's inputs and the outputs' targets: gathered on the device by `feed` where it holds the
+        training split, else copied from numpy each step (augmented data, or data beyond the feed's budget). Both draw
+        the epoch's order from `rng` alike, so the batches, and the generator's state checkpoints save, are the same."""
+        x, y, shuffle = self.data.x_train, self.data.y_train, self.spec.values["data"]["shuffle"]
+        if feed is not None:
+            feed.order(draw_order(len(x), shuffle, rng))
+            for i in range(skip, feed.steps):  # NOTE: skipped batches are not gathered
+                yield i, *feed.batch(i)
+            return
+        for i, (bx, by) in enumerate(batches(x, y, self.spec.batch_size, shuffle, rng, self.data.augment)):
+            if i >= skip:
+                yield i, *self.tensors(bx, by)
+
+    def _step(self, log: MetricsLog, pos: Position, epoch: int, xs: list[Tensor], ys: list[Tensor],
+              on_step: OnStep | None) -> None:  # fmt: skip
+        """One captured step; its loss stays on the device until the window of losses is read."""
+        self.step_fn(xs, ys)
         pos.step += 1
-        if not math.isfinite(loss):
-            last = newest_checkpoint(log.folder)
-            raise NonFiniteLoss(f"the loss became {loss} at step {pos.step} (epoch {epoch}); last good checkpoint: "
-                                f"{last[0] if last else 'none'}. Try a lower train.lr or set "
-                                "train.clip_grad_norm")  # fmt: skip
-        pos.losses.append(loss)
-        if pos.step % self.train["log_every"] == 0:
-            log.log({"split": "train", "epoch": epoch, "step": pos.step, "loss": loss, "lr": self.schedule.get_lr()})
+        lr = self.schedule.get_lr() if pos.step % self.train["log_every"] == 0 else None
+        if self.history.add(epoch, pos.step, lr):
+            self._read_losses(log, pos)
         self.schedule.step()
         if on_step is not None:
-            on_step(epoch, pos.step, loss)
+            on_step(epoch, pos.step, self.history.last)
+
+    def _read_losses(self, log: MetricsLog, pos: Position) -> None:
+        """The losses of the steps not read yet, into pos.losses and (every log_every steps) metrics.jsonl; a loss
+        that is not finite stops the run, naming its step, before anything else is written."""
+        for epoch, step, lr, loss in self.history.read():
+            if not math.isfinite(loss):
+                last = newest_checkpoint(log.folder)
+                seen = f"; noticed at step {pos.step}, when the losses were read" if step != pos.step else ""
+                raise NonFiniteLoss(f"the loss became {loss} at step {step} (epoch {epoch}{seen}); last good "
+                                    f"checkpoint: {last[0] if last else 'none'}. Try a lower train.lr or set "
+                                    "train.clip_grad_norm")  # fmt: skip
+            pos.losses.append(loss)
+            if lr is not None:
+                log.log({"split": "train", "epoch": epoch, "step": step, "loss": loss, "lr": lr})
 
     def _end_epoch(self, log: MetricsLog, pos: Position, say: Callable[[str], None]) -> dict[str, float]:
         """Evaluate, keep the best, checkpoint, and decide whether to stop early."""
@@ -628,29 +729,9 @@ def _deferred_interrupt() -> Iterator[Callable[[], bool]]:
 def write_plot(folder: Path, records: list[dict[str, Any]], say: Callable[[str], None],
                best: tuple[str, int | None] = ("loss", None)) -> None:  # fmt: skip
     """metrics.png: training and validation loss (and accuracy) per epoch, the best epoch (by the watched validation
-    metric, `best`) marked on each, when matplotlib is installed (an optional extra)."""
-    names = ["loss"] + (["accuracy"] if any("accuracy" in r for r in records) else [])
-    made = panels(len(names), 5, 4)
-    if made is None:
+    metric, `best`) marked on each, when matplotlib is installed (an optional extra); drawn by the child process
+    `plots.drawing_ahead` started where the command has one."""
+    if (figure := metrics_png(records, best)) is None:
         say(f"{MISSING}, so there is no metrics.png")
         return
-    from matplotlib.ticker import MaxNLocator
-
-    fig, axes = made
-    for ax, name in zip(axes, names):
-        for split in ("train_epoch", "valid"):
-            rows = [r for r in records if r["split"] == split and plottable(r.get(name))]
-            if rows:
-                label = "train" if split == "train_epoch" else "valid"
-                ax.plot([r["epoch"] for r in rows], [r[name] for r in rows], marker=".", label=label)
-        metric, epoch = best
-        if epoch is not None:
-            ax.axvline(epoch, color="gray", linestyle="--", linewidth=1,
-                       label=plain(f"best valid {metric} (epoch {epoch})"))  # fmt: skip
-        ax.set_title(name)
-        ax.set_xlabel("epoch")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        if ax.get_legend_handles_labels()[0]:
-            ax.legend()
-    # NOTE: fixed margins (room for a loss's tick labels such as 0.0005 or 1e-05 and the titles): a third of the time
-    atomic_write(folder / "metrics.png", png(fig, margins=(0.75, 0.55, 0.15, 0.35)))
+    atomic_write(folder / "metrics.png", figure)

@@ -295,6 +295,30 @@ def test_schedule(case: tuple) -> None:
         np.testing.assert_allclose(got, torch_lrs(torch_make, 11), rtol=1e-9)
 
 
+def test_a_schedule_writes_the_lr_only_when_it_changes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A constant rate (or a step schedule between its steps) costs no device write per step; a value put into
+    optimizer.lr from outside (a loaded state dict) is still replaced by the schedule's on its next step."""
+    writes, real = [0], optim._scalar
+
+    def scalar(value: float, device: str | None) -> Tensor:
+        writes[0] += 1
+        return real(value, device)
+
+    monkeypatch.setattr(optim, "_scalar", scalar)
+    opt = optim.SGD([Tensor([0.0])], lr=0.1)
+    constant, writes[0] = optim.Constant(opt), 0
+    for _ in range(5):
+        constant.step()
+    assert writes[0] == 0 and opt.lr.item() == np.float32(0.1)
+    load_state_dict(opt, {"lr": Tensor(np.array(0.5, np.float32))}, strict=False)
+    constant.step()
+    assert writes[0] == 1 and opt.lr.item() == np.float32(0.1)
+    stepped, writes[0] = optim.StepLR(opt, 3, gamma=0.5), 0
+    for _ in range(6):
+        stepped.step()
+    assert writes[0] == 2 and opt.lr.item() == np.float32(0.025)  # NOTE: at epochs 3 and 6
+
+
 def torch_lrs(torch_make, steps: int) -> list[float]:
     """The learning rates torch's own schedule gives, at epoch 0 and after each of `steps` steps."""
     topt = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=0.1)
