@@ -158,3 +158,61 @@ def test_without_the_probe_the_peak_is_threads_times_clock_times_flops_per_cycle
     lanes, fma = (int(peak.derivation.split(" x ")[2].split("(")[1].split()[0]), "FMA units" in peak.derivation)
     ghz = float(peak.derivation.split(" x ")[1].split()[0])
     assert peak.gflops == pytest.approx(ghz * lanes * 2 * (2 if fma else 1), rel=1e-2)
+
+
+def test_a_time_ratio_row_is_met_at_most_its_target() -> None:
+    """The command rows: specgrad's seconds over the reference's, met when the ratio is at most the target."""
+    from specgrad.bench import row
+
+    slow = Result.of("command x", "s", 3.0, "torch script", 2.0, target=1.0, at_most=True)
+    assert slow.ratio == 1.5 and slow.met is False and slow.at_most
+    assert Result.of("command x", "s", 2.0, "torch script", 4.0, target=1.0, at_most=True).met is True
+    assert row(slow).split()[-5:] == ["1.5x", "<=", "1x", "missed", "-"]
+    assert Result.of("start", "s", 2.5, target=3.0).at_most is False, "other rows read their targets as before"
+
+
+def test_the_generated_table_is_a_spec_that_loads(tmp_path: Path) -> None:
+    """The csv command row's table: its rows, feature columns and text labels of every class, and a spec that
+    validates and loads as a classifier with the 80/20 split."""
+    from specgrad.bench import write_table
+    from specgrad.modelspec.validate import validate_file
+    from specgrad.train.data import load_data
+
+    recipe = write_table(tmp_path, 50, 3, 4, 2)
+    lines = (tmp_path / "table.csv").read_text().splitlines()
+    assert lines[0] == "f0,f1,f2,label" and len(lines) == 51
+    assert {line.rsplit(",", 1)[1] for line in lines[1:]} == {"class0", "class1", "class2", "class3"}
+    assert recipe.spec == tmp_path / "table.yaml" and recipe.label == "csv 50x3 4 classes 2 epochs"
+    spec = validate_file(recipe.spec, [])
+    data = load_data(spec)
+    assert spec.values["train"]["epochs"] == 2 and data.task == "classify"
+    assert (len(data.x_train), len(data.x_valid)) == (40, 10) and data.x_train.shape[1:] == (3,)
+    assert write_table(tmp_path, 50, 3, 4, 2) == recipe
+    assert (tmp_path / "table.csv").read_text().splitlines() == lines, "the same seed gives the same table"
+
+
+def test_command_rounds_warm_each_side_then_interleave_them() -> None:
+    """Each side runs once untimed, then the sides take turns: three rounds (fewer only under a lower --repeat)."""
+    from specgrad.bench import command_rounds
+
+    calls: list[str] = []
+    sides = [lambda: calls.append("a") or 1.0, lambda: calls.append("b") or 2.0]
+    assert command_rounds(sides, Timer(seconds=0, repeat=100)) == [[1.0] * 3, [2.0] * 3]
+    assert calls == ["a", "b"] * 4
+    calls.clear()
+    assert command_rounds(sides, Timer(seconds=0, repeat=1)) == [[1.0], [2.0]] and calls == ["a", "b"] * 2
+
+
+def test_the_command_rows_without_torch(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without PyTorch the command row has specgrad's seconds alone (no ratio, no target); the row against its own
+    captured work still has its ratio."""
+    import specgrad.bench
+
+    monkeypatch.setattr(specgrad.bench, "_torch", lambda: None)
+    assert main(["--quick", "--device", "CPU", "--only", "command csv", "--seconds", "0", "--repeat", "1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = out[next(i for i, line in enumerate(out) if line.startswith("workload")) + 1 :]
+    name = "command csv 160x4 3 classes 2 epochs"
+    assert [r[:48].rstrip() for r in rows] == [name, f"{name} / captured"]
+    assert rows[0].split()[-4:] == ["-", "-", "-", "-"], rows[0]
+    assert "its captured steps + evals, median of 1" in rows[1] and rows[1].split()[-3].endswith("x"), rows[1]

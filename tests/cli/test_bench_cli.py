@@ -37,7 +37,8 @@ def check_document(doc: dict[str, Any], device: str, names: list[str]) -> None:
     assert [r["name"].split()[0] for r in doc["results"]] == names
     for r in doc["results"]:
         assert set(r) == {"name", "unit", "specgrad", "reference", "reference_value", "ratio", "target", "met",
-                          "peak_share"}  # fmt: skip
+                          "peak_share", "at_most"}  # fmt: skip
+        assert r["at_most"] == r["name"].startswith("command"), r
         assert (r["peak_share"] is not None) == (r["unit"] == "GFLOP/s" and doc["peak_gflops"] is not None), r
         assert r["specgrad"] > 0, r
         if r["reference_value"] is not None:
@@ -47,15 +48,18 @@ def check_document(doc: dict[str, Any], device: str, names: list[str]) -> None:
 
 @pytest.fixture(scope="module")
 def cpu_run() -> dict[str, Any]:
-    return bench_json("--device", "CPU")
+    # NOTE: --repeat 1 changes no other row (--seconds 0 times one run); the command rows then run each process twice
+    return bench_json("--device", "CPU", "--repeat", "1")
 
 
 def test_quick_run_on_cpu_has_every_workload(cpu_run: dict[str, Any]) -> None:
-    names = ["matmul", "matmul", *KERNELS[1:], "train", "train", "train", "ResNet", "train", "train", "start", "start"]
+    names = ["matmul", "matmul", *KERNELS[1:], "train", "train", "train", "ResNet", "train", "train", *["command"] * 4,
+             "start", "start"]  # fmt: skip
     check_document(cpu_run, "CPU", names)
     units = {r["name"].split()[0]: r["unit"] for r in cpu_run["results"]}
     assert units == {"matmul": "GFLOP/s", "elementwise": "GB/s", "sum": "GB/s", "softmax": "GB/s",
-                     "conv2d": "GFLOP/s", "train": "steps/s", "ResNet": "steps/s", "start": "s"}  # fmt: skip
+                     "conv2d": "GFLOP/s", "train": "steps/s", "ResNet": "steps/s", "command": "s",
+                     "start": "s"}  # fmt: skip
     assert all(r["reference"].startswith("numpy") for r in cpu_run["results"][:5])
     conv = cpu_run["results"][5]["reference"]
     assert conv.startswith("torch conv2d, ") if cpu_run["torch"] else conv == "numpy im2col+matmul"
@@ -67,6 +71,26 @@ def test_start_up_reports_cold_warm_and_their_ratio(cpu_run: dict[str, Any]) -> 
     assert "warm cache" in warm["name"] and warm["reference"] == "cold cache"
     assert cold["target"] is cold["met"] is warm["target"] is None, "--quick judges no target (they are for full sizes)"
     assert warm["ratio"] == pytest.approx(cold["specgrad"] / warm["specgrad"])
+
+
+def test_the_train_command_is_timed_against_torch_and_its_captured_work(cpu_run: dict[str, Any]) -> None:
+    """The command rows: the whole `specgrad train` process of digits_mlp and of the generated table (at --quick's
+    epochs), over the PyTorch script's process and over its own captured steps and evaluations; the median of one
+    round (--repeat 1) after a warm-up run, no target judged at --quick."""
+    rows = [r for r in cpu_run["results"] if r["name"].startswith("command")]
+    digits, table = "command digits_mlp 1 epochs", "command csv 160x4 3 classes 2 epochs"
+    assert [r["name"] for r in rows] == [digits, f"{digits} / captured", table, f"{table} / captured"]
+    threads = f"{cpu_run['threads']} thread{'s' * (cpu_run['threads'] != 1)}"
+    for versus, captured in (rows[:2], rows[2:]):
+        assert versus["specgrad"] == captured["specgrad"] > 0 and versus["unit"] == captured["unit"] == "s"
+        assert captured["reference"] == "its captured steps + evals, median of 1"
+        assert captured["ratio"] == pytest.approx(captured["specgrad"] / captured["reference_value"])
+        assert captured["target"] is captured["met"] is versus["target"] is versus["met"] is None
+        if cpu_run["torch"]:
+            assert versus["reference"] == f"torch script, {threads}, median of 1"
+            assert versus["ratio"] == pytest.approx(versus["specgrad"] / versus["reference_value"])
+        else:
+            assert versus["reference"] is versus["ratio"] is None
 
 
 def test_training_is_compared_with_torch(cpu_run: dict[str, Any]) -> None:
