@@ -440,8 +440,8 @@ def bench_command(
         typer.Option(parser=Path, help="a --json document of an earlier run: also print each workload's change"),
     ] = None,
 ) -> None:
-    """Time matmul, elementwise, reductions, conv2d, training steps and start-up against numpy and PyTorch, every
-    side on the same number of threads."""
+    """Time matmul, elementwise, reductions, conv2d, training steps, whole train commands and start-up against numpy
+    and PyTorch, every side on the same number of threads."""
     if seconds is not None and seconds != seconds:  # NOTE: NaN passes typer's range
         raise typer.BadParameter("NaN is not a number of seconds", param_hint="--seconds")
     with handled():

@@ -412,7 +412,8 @@ _HELD: set[tuple[str, str, str]] = set()  # (CACHEDIR, namespace, lock file) of 
 # NOTE: (CACHEDIR, namespace, key) of each kernel a thread of this process is building -> set when it is done; another
 # thread needing it waits for that and reads the cache, so threads never build a kernel twice (a stripe lock this
 # process holds is not waited for: see Compiler._building)
-_CLAIMS: dict[tuple[str, str, str], threading.Event] = {}
+Claim = tuple[str, str, str]  # (CACHEDIR, namespace, key)
+_CLAIMS: dict[Claim, threading.Event] = {}
 
 
 def _unhold(held: tuple[str, str, str]) -> None:
@@ -540,13 +541,13 @@ class Compiler:
         if not COMPILE_CACHE:
             built = self._compile_group(group)
             return [(built[key], True) for key, _, _ in group]
-        mine, theirs = self._claim(group)
+        mine, theirs, claimed = self._claim(group)
         try:
             with self._building([key for key, _, _ in mine]):
                 found = {key: lib for key, _, _ in mine if (lib := self.cache.get(key)) is not None}
                 built = self._compile_group([m for m in mine if m[0] not in found])
         finally:
-            self._release(mine)
+            self._release(claimed)
         ret = {key: (found[key], False) if key in found else (built[key], True) for key, _, _ in mine}
         for (key, name, src), done in theirs:
             done.wait()
@@ -554,11 +555,12 @@ class Compiler:
             ret[key] = (lib, False) if lib is not None else (self._compile_group([(key, name, src)])[key], True)
         return [ret[key] for key, _, _ in group]
 
-    def _claim(self, group: list[Member]) -> tuple[list[Member], list[tuple[Member, threading.Event]]]:
-        """The group's kernels this thread builds (claimed now), and those another thread of this process is building,
-        each with the event set when it is done."""
+    def _claim(self, group: list[Member]) -> tuple[list[Member], list[tuple[Member, threading.Event]], list[Claim]]:
+        """The group's kernels this thread builds (claimed now), those another thread of this process is building (each
+        with the event set when it is done), and the claims to release (_release) when this thread's builds end."""
         mine: list[Member] = []
         theirs: list[tuple[Member, threading.Event]] = []
+        claimed: list[Claim] = []
         folder = str(CACHEDIR.value)
         with _HELD_LOCK:
             for member in group:
@@ -568,13 +570,14 @@ class Compiler:
                 else:
                     _CLAIMS[at] = threading.Event()
                     mine.append(member)
-        return mine, theirs
+                    claimed.append(at)
+        return mine, theirs, claimed
 
-    def _release(self, mine: list[Member]) -> None:
-        folder = str(CACHEDIR.value)
+    @staticmethod
+    def _release(claimed: list[Claim]) -> None:
         with _HELD_LOCK:
-            for key, _, _ in mine:
-                _CLAIMS.pop((folder, self.namespace, key)).set()
+            for at in claimed:
+                _CLAIMS.pop(at).set()
 
     @contextlib.contextmanager
     def _building(self, keys: list[str]) -> Iterator[None]:

@@ -309,6 +309,45 @@ def test_threads_of_one_process_build_each_kernel_once(tmp_path: Path) -> None:
     assert sorted(compiler.compile.calls) == srcs and len(results) == 2 and results[0] == results[1]
 
 
+class Stop(BaseException):
+    """Not an Exception: as a KeyboardInterrupt would, it passes every `except Exception`."""
+
+
+def test_a_build_that_fails_or_stops_leaves_no_claim_and_the_waiting_thread_builds_itself(tmp_path: Path) -> None:
+    """Two threads need the same kernel: where the first one's build fails, both report the error; where it stops
+    (a BaseException), the other builds the kernel itself. Either way no claim is left for a third thread to wait on."""
+    started: set[str] = set()
+
+    def flaky(src: str) -> bytes:
+        if src not in started:
+            started.add(src)
+            time.sleep(0.2)  # NOTE: long enough for the other thread to find the claim and wait for it
+            if src == "stop":
+                raise Stop()
+        return FakeCompile()(src)
+
+    compiler, outcomes = Compiler("fake", "fake 1", flaky), {}
+
+    def compile_one(src: str, n: int) -> None:
+        try:
+            with Context(CACHEDIR=str(tmp_path), COMPILE_JOBS=1):
+                outcomes[src, n] = compiler.compile_many(named([src]))
+        except BaseException as e:
+            outcomes[src, n] = type(e).__name__
+
+    for src in ("bad1", "stop"):
+        threads = [threading.Thread(target=compile_one, args=(src, n)) for n in range(2)]
+        for t in threads:
+            t.start()
+            time.sleep(0.05)
+        for t in threads:
+            t.join(timeout=60)
+        assert not any(t.is_alive() for t in threads), "a thread still waits for a claim"
+    assert outcomes["bad1", 0] == outcomes["bad1", 1] == "KernelBuildError"
+    assert {str(outcomes["stop", n]) for n in range(2)} == {"Stop", str([binary("stop", tmp_path)])}
+    assert not device_module._CLAIMS and not device_module._HELD
+
+
 def test_grouped_clang_kernels_compute_as_built_alone(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     if problem := device_problem("CLANG"):
         pytest.skip(problem)

@@ -83,7 +83,7 @@ class DeviceFeed:
     def create(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], target_names: Sequence[str],
                batch_size: int, device: str | None = None) -> DeviceFeed:  # fmt: skip
         """Upload x's inputs and y's targets (split as `data.fields()` splits them) to `device` (Device.DEFAULT when
-        None, where Trainer.tensors makes its tensors), and make the batch tensors, in the data's order."""
+        None, where Trainer.tensors makes its tensors), and make the batch buffers, in the data's order."""
         device = Device.canonicalize(device or Device.DEFAULT)
         inputs, targets = split_fields(x, input_names), split_fields(y, target_names)
         if len(x) != len(y) or not 0 < batch_size <= len(x):

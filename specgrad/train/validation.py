@@ -15,6 +15,9 @@ import numpy as np
 from specgrad import Tensor, TinyJit
 
 Batch = list[Tensor]
+# NOTE: slots per figure on the device: a slot write selects over every slot (O(SLOTS)), so a pass of more batches
+# reads its figures every SLOTS batches, a host read per 256 batches instead of a write cost growing with the split
+SLOTS = 256
 
 
 class ShapeJits:
@@ -34,36 +37,43 @@ class ShapeJits:
 
 class SlotPass:
     """A pass over `batches` batches in which `measure` gives each batch's figures (scalar Tensors, realized), and the
-    captured step writes figure k of batch b into slot b of figure k's device buffer. A device-side counter says which
-    slot, so a replay takes nothing from the host but the batch itself; the figures are read once, after the pass.
+    captured step writes figure k of batch b into slot b % SLOTS of figure k's device buffer. A device-side counter
+    says which slot, so a replay takes nothing from the host but the batch itself; the figures are read after the pass
+    (and every SLOTS batches of a longer one).
 
     The weights and other state `measure` reads through closures change in place (assign) between passes, as in a
     captured training step, so each pass replays the same kernels on the current weights."""
 
     def __init__(self, measure: Callable[[Batch, Batch], list[Tensor]], batches: int):
         self.measure, self.batches = measure, batches
+        self.size = max(1, min(batches, SLOTS))  # NOTE: slots per figure
         self.reset()
 
     def reset(self) -> None:
         """Forget the captures and the buffers: the next pass captures anew."""
         self.step = ShapeJits(self._step)
-        self.slots: list[Tensor] = []  # per figure, (batches,): filled by the pass, read after it
-        # NOTE: () the slot the next batch writes (back to 0 after the last), and (batches,) 0, 1, ... batches - 1
+        self.slots: list[Tensor] = []  # per figure, (size,): filled by the pass, read every `size` batches
+        # NOTE: () the next batch's number in the pass (back to 0 after the last; its slot is that % size), and
+        # (size,) 0, 1, ... size - 1
         self.state: tuple[Tensor, Tensor] | None = None
 
     def run(self, pairs: Iterable[tuple[Batch, Batch]]) -> list[np.ndarray]:
         """Every batch through the captured step; then each figure's values, one per batch in order (batches,)."""
-        done = 0
+        done, read = 0, []
         try:
             for xs, ys in pairs:
                 self.step(xs, ys)
                 done += 1
+                if done % self.size == 0:
+                    read.append([slot.numpy() for slot in self.slots])
             if done != self.batches:
                 raise ValueError(f"a pass of {done} batches, where SlotPass has {self.batches} slots")
         except BaseException:
             self.reset()  # NOTE: the counter stopped short of a whole pass
             raise
-        return [slot.numpy() for slot in self.slots]
+        if done % self.size:
+            read.append([slot.numpy()[: done % self.size] for slot in self.slots])
+        return [np.concatenate([part[k] for part in read]) for k in range(len(self.slots))]
 
     def _step(self, xs: Batch, ys: Batch) -> None:
         figures = self.measure(xs, ys)
@@ -74,13 +84,13 @@ class SlotPass:
             # NOTE: a select, never a multiply by a mask (an infinite loss times 0 is NaN), so each slot holds the
             # figure's own bits. The comparison is no variable: one still held when the counter moves would be
             # computed into a buffer of its own first (schedule.py, _add_assign_readers), a kernel per batch more
-            slot.assign((positions == at).where(figure, slot)).realize()
-        at.assign((at + 1) % self.batches).realize()  # NOTE: after the slots, which read it
+            slot.assign((positions == at % self.size).where(figure, slot)).realize()
+        at.assign((at + 1) % self.batches).realize()  # NOTE: after the slots, which read it; 0 again after the pass
 
     def _make_state(self, figures: list[Tensor]) -> tuple[Tensor, Tensor]:
         """The slots, the counter and the positions on the figures' device, before the capture (which then updates
         them in place). Each from numpy, a buffer of its own: the lazy cache would give equal zeros one buffer."""
         device = figures[0].device
-        self.slots = [Tensor(np.zeros(self.batches, f.dtype.np), device=device) for f in figures]
-        positions = np.arange(self.batches, dtype=np.int32)
+        self.slots = [Tensor(np.zeros(self.size, f.dtype.np), device=device) for f in figures]
+        positions = np.arange(self.size, dtype=np.int32)
         return Tensor(np.zeros((), np.int32), device=device), Tensor(positions, device=device)

@@ -21,6 +21,7 @@ from specgrad.device import GlobalCounters
 from specgrad.modelspec.builder import Model
 from specgrad.modelspec.validate import validate_file
 from specgrad.nn.state import get_state_dict
+from specgrad.train import validation as validation_module
 from specgrad.train.data import eval_batches
 from specgrad.train.trainer import Trainer, correct
 from specgrad.train.validation import SlotPass
@@ -194,3 +195,14 @@ def test_a_validation_split_of_another_size_is_evaluated_too() -> None:
         trainer.data.x_valid, trainer.data.y_valid = (a[:cut] for a in whole)
         for _ in range(3):
             np.testing.assert_equal(trainer.evaluate(), uncaptured(trainer))
+
+
+def test_a_pass_longer_than_its_slots_reads_them_as_it_goes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """More batches than SLOTS: the figures are read every SLOTS batches (a slot write stays O(SLOTS), not O(batches))
+    and come back whole and in order, pass after pass, the last read partial."""
+    monkeypatch.setattr(validation_module, "SLOTS", 4)
+    rows = [[Tensor(np.full((4, 2), k, np.float32))] for k in range(1, 11)]
+    passes = SlotPass(lambda xs, ys: [xs[0].sum().contiguous().realize()], len(rows))
+    assert passes.size == 4
+    for _ in range(3):
+        assert passes.run([(x, x) for x in rows])[0].tolist() == [8.0 * k for k in range(1, 11)]
