@@ -276,6 +276,9 @@ class MetricsLog:
 
     folder: Path
     records: list[dict[str, Any]] = field(default_factory=list)
+    # NOTE: metrics.csv's rows rendered so far: (the records list they come from, its columns, how many records, the
+    # text); written after every epoch, the file would otherwise be rendered whole each time, quadratic in the run
+    _csv: tuple[list[dict[str, Any]], list[str], int, list[str]] | None = field(default=None, repr=False)
 
     @property
     def path(self) -> Path:
@@ -288,12 +291,16 @@ class MetricsLog:
     def write_csv(self) -> None:
         """metrics.csv: one row per record, a column per field in the order fields first appear (split, epoch, step,
         then the metrics); a field a record lacks is an empty cell."""
-        columns = list(dict.fromkeys(key for record in self.records for key in record))
-        out = io.StringIO()
-        writer = csv.DictWriter(out, columns, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(self.records)
-        atomic_write(self.folder / "metrics.csv", out.getvalue().encode())
+        source, columns, done, rows = self._csv or (self.records, [], 0, [])
+        if source is not self.records or done > len(self.records):  # NOTE: rewound: a new list of records
+            columns, done, rows = [], 0, []
+        new = self.records[done:]
+        grown = list(dict.fromkeys([*columns, *(key for record in new for key in record)]))
+        if grown != columns:  # NOTE: a new field gives every row a cell: all rows again
+            columns, new, rows = grown, self.records, []
+        rows.append(_csv_text(columns, new))
+        self._csv = (self.records, columns, len(self.records), rows)
+        atomic_write(self.folder / "metrics.csv", (_csv_text(columns, [], header=True) + "".join(rows)).encode())
 
     def rewind(self, step: int, epoch: int) -> None:
         """Keep what was logged up to a checkpoint (step, epochs finished): a resumed run logs the rest again, so
@@ -310,6 +317,16 @@ class MetricsLog:
                 kept.append(record)
         atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode())
         self.records = kept
+
+
+def _csv_text(columns: list[str], records: list[dict[str, Any]], header: bool = False) -> str:
+    """CSV rows of `records` under `columns` (a field a record lacks is an empty cell), or the header row alone."""
+    out = io.StringIO()
+    writer = csv.DictWriter(out, columns, lineterminator="\n")
+    if header:
+        writer.writeheader()
+    writer.writerows(records)
+    return out.getvalue()
 
 
 SPLITS = ("train", "train_epoch", "valid", "stop")  # NOTE: the records the trainer logs

@@ -123,3 +123,34 @@ def test_the_logged_training_loss_is_from_the_weights_before_the_step(tmp_path: 
     else:
         expected = ((out - y) ** 2).mean()
     np.testing.assert_allclose(trainer.step_fn(*trainer.tensors(x, y)).item(), expected, rtol=1e-5)
+
+
+def test_metrics_csv_written_epoch_by_epoch_is_the_whole_log_rendered_at_once(tmp_path: Path) -> None:
+    """metrics.csv is rendered a few rows at a time (it is written after every epoch); each write equals the whole log
+    rendered at once: after appends, when a later record brings a new field (a column for every row), and after a
+    rewind (a new list of records)."""
+    import csv
+    import io
+
+    from specgrad.train.run_folder import MetricsLog
+
+    def whole(records: list[dict]) -> str:
+        out = io.StringIO()
+        writer = csv.DictWriter(out, list(dict.fromkeys(k for r in records for k in r)), lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(records)
+        return out.getvalue()
+
+    log = MetricsLog(tmp_path)
+    batches = [[{"split": "train", "epoch": 1, "step": s, "loss": 1 / s, "lr": 0.01} for s in (1, 2)],
+               [{"split": "valid", "epoch": 1, "step": 2, "loss": 0.5, "accuracy": 0.75}],
+               [{"split": "train", "epoch": 2, "step": 3, "loss": 0.25, "lr": 0.01}],
+               [{"split": "stop", "epoch": 2, "step": 3, "reason": 'quoted "text", with commas'}]]  # fmt: skip
+    for batch in batches:
+        for record in batch:
+            log.log(record)
+        log.write_csv()
+        assert (tmp_path / "metrics.csv").read_text() == whole(log.records)
+    log.rewind(2, 1)
+    log.write_csv()
+    assert (tmp_path / "metrics.csv").read_text() == whole(log.records) and len(log.records) == 3
