@@ -880,29 +880,13 @@ def process_seconds(argv: list[str], env: dict[str, str], what: str) -> float:
 
 def captured_work(trainer: Any) -> Callable[[], float]:
     """A function timing the run's core work in this process: its steps (epochs x steps_per_epoch replays of the
-    trainer's captured step on batches already on the device) and after each epoch one pass over the validation split
-    (a forward pass, loss and hits captured per batch shape, two numbers read per batch). Warmed up here."""
-    from specgrad.train.data import batches, eval_batches
+    trainer's captured step on batches already on the device) and after each epoch the trainer's own validation pass
+    (Trainer.evaluate: captured per batch shape, its figures read once). Warmed up here."""
+    from specgrad.train.data import batches
 
     data, size = trainer.data, trainer.spec.batch_size
-
-    def uploaded(pairs: Iterator[tuple[np.ndarray, np.ndarray]]) -> list[tuple[list[Tensor], list[Tensor]]]:
-        ret = [trainer.tensors(x, y) for x, y in pairs]
-        Tensor.corealize([t for xs, ys in ret for t in (*xs, *ys)])
-        return ret
-
-    train = uploaded(batches(data.x_train, data.y_train, size, False))
-    valid = uploaded(eval_batches(data.x_valid, data.y_valid, size))
-
-    def scored(xs: list[Tensor], ys: list[Tensor]) -> Tensor:  # (2,): the batch's summed loss and its hits
-        out, y = trainer.model.outputs(*xs)[0], ys[0]
-        return Tensor.stack([out.sparse_categorical_crossentropy(y) * y.shape[0], (out.argmax(-1) == y).sum().float()])
-
-    passes = {n: TinyJit(lambda xs, ys: scored(xs, ys).realize()) for n in {ys[0].shape[0] for _, ys in valid}}
-    jits = [passes[ys[0].shape[0]] for _, ys in valid]
-
-    def evaluation() -> np.ndarray:
-        return sum((jit(xs, ys).numpy() for jit, (xs, ys) in zip(jits, valid)), np.zeros(2, np.float32))
+    train = [trainer.tensors(x, y) for x, y in batches(data.x_train, data.y_train, size, False)]
+    Tensor.corealize([t for xs, ys in train for t in (*xs, *ys)])
 
     def work() -> float:
         start, done = time.perf_counter(), 0
@@ -910,14 +894,14 @@ def captured_work(trainer: Any) -> Callable[[], float]:
             for xs, ys in train[: min(trainer.steps_per_epoch, trainer.total_steps - done)]:
                 trainer.step_fn(xs, ys)
                 done += 1
-            loss, _ = evaluation() / len(data.x_valid)  # NOTE: reads the device: the epoch's steps are done
+            loss = trainer.evaluate()["loss"]  # NOTE: reads the device: the epoch's steps are done
         seconds = time.perf_counter() - start
         assert math.isfinite(loss), f"the validation loss of the captured work is {loss} on {Device.DEFAULT}"
         return seconds
 
     for xs, ys in train[:3]:  # NOTE: compiles, captures, replays once
         realized(trainer.step_fn(xs, ys))
-    evaluation(), evaluation()
+    trainer.evaluate(), trainer.evaluate()
     return work
 
 
