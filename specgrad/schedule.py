@@ -42,6 +42,8 @@ MAX_KERNEL_DEPTH = 128
 def create_schedule(outs: list[LazyBuffer]) -> list[ScheduleItem]:
     """The kernels that realize `outs`, each after the kernels it reads from."""
     realizes = {x.base: None for x in outs if x.base.realized is None}
+    if not realizes:
+        return []
     allbufs = _walk_graph(list(realizes), realizes)
     _add_assign_readers(allbufs, realizes)
     _cap_depth(allbufs, realizes)

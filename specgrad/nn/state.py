@@ -89,11 +89,24 @@ def load_state_dict(model: Any, state_dict: dict[str, Tensor], strict: bool = Tr
 def safe_save(tensors: dict[str, Tensor], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
     """Write tensors as a safetensors file, atomically: a crash leaves the old file or the new one, never half. The
     metadata gets CHECKSUM_KEY, a sha256 of each tensor (replacing any given), which safe_load verifies."""
-    arrays = {k: np.array(t.numpy(), order="C") for k, t in tensors.items()}  # NOTE: keeps 0-d arrays 0-d
+    save_arrays(snapshot(tensors), path, metadata)
+
+
+def snapshot(tensors: dict[str, Tensor]) -> dict[str, np.ndarray]:
+    """The tensors' values now, as numpy arrays of their own (later writes to the tensors do not reach them)."""
+    return {k: np.array(t.numpy(), order="C") for k, t in tensors.items()}  # NOTE: keeps 0-d arrays 0-d
+
+
+def save_arrays(arrays: dict[str, np.ndarray], path: str | os.PathLike, metadata: dict[str, str] | None = None) -> None:
+    """safe_save of a snapshot."""
+    atomic_write(path, safetensors_bytes(arrays, metadata))
+
+
+def safetensors_bytes(arrays: dict[str, np.ndarray], metadata: dict[str, str] | None = None) -> bytes:
+    """The safetensors file safe_save writes, as bytes."""
     sums = {k: tensor_sha256(a.dtype.name, a.shape, a.astype(a.dtype.newbyteorder("<"), copy=False)) for k, a in
             arrays.items()}  # fmt: skip
-    data = save(arrays, metadata={**(metadata or {}), CHECKSUM_KEY: json.dumps(sums, sort_keys=True)})
-    atomic_write(path, data)
+    return save(arrays, metadata={**(metadata or {}), CHECKSUM_KEY: json.dumps(sums, sort_keys=True)})
 
 
 def safe_load_metadata(path: str | os.PathLike) -> dict[str, str]:

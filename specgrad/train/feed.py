@@ -143,6 +143,28 @@ def make_feed(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], target_n
     return DeviceFeed.create(x, y, input_names, target_names, batch_size, device)
 
 
+Batches = list[tuple[list[Tensor], list[Tensor]]]  # (inputs, targets) per batch
+
+
+def held_batches(x: np.ndarray, y: np.ndarray, input_names: Sequence[str], target_names: Sequence[str],
+                 batch_size: int, device: str | None = None) -> Batches | None:  # fmt: skip
+    """A split's batches as `data.eval_batches()` cuts them (every example in order, the last batch shorter) as tensors
+    made once and used by every pass over the split (validation after each epoch): on a host-memory device over the
+    arrays' own memory, elsewhere uploaded once. None where the split does not fit the feed's budget (`fits`): the
+    caller makes each pass's tensors from numpy. The tensors are read, never written."""
+    device = Device.canonicalize(device or Device.DEFAULT)
+    inputs = split_fields(x, input_names)
+    if not fits(inputs + split_fields(y, target_names), batch_size, device):
+        return None
+    arrays = [np.ascontiguousarray(a) for a in inputs + split_fields(y, target_names)]
+    ret = []
+    for start in range(0, len(x), batch_size):
+        parts = [a[start : start + batch_size] for a in arrays]  # NOTE: contiguous: a HostView reads it in place
+        batch = [Tensor(LazyBuffer.of_buffer(upload(p, device), p.shape), device=device) for p in parts]
+        ret.append((batch[: len(inputs)], batch[len(inputs) :]))
+    return ret
+
+
 def upload(a: np.ndarray, device: str) -> Buffer:
     """A field on `device`: on a host-memory device the array's own memory when it is contiguous (else one contiguous
     copy); elsewhere a buffer of its bytes."""

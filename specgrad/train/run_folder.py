@@ -21,13 +21,14 @@ import contextlib
 import csv
 import errno
 import fcntl
+import functools
 import hashlib
 import io
 import json
 import math
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -291,6 +292,10 @@ class MetricsLog:
     def write_csv(self) -> None:
         """metrics.csv: one row per record, a column per field in the order fields first appear (split, epoch, step,
         then the metrics); a field a record lacks is an empty cell."""
+        self.csv_write()()
+
+    def csv_write(self) -> Callable[[], None]:
+        """write_csv of the records logged so far, as a write that may run later (on the epoch writer's thread)."""
         source, columns, done, rows = self._csv or (self.records, [], 0, [])
         if source is not self.records or done > len(self.records):  # NOTE: rewound: a new list of records
             columns, done, rows = [], 0, []
@@ -300,7 +305,8 @@ class MetricsLog:
             columns, new, rows = grown, self.records, []
         rows.append(_csv_text(columns, new))
         self._csv = (self.records, columns, len(self.records), rows)
-        atomic_write(self.folder / "metrics.csv", (_csv_text(columns, [], header=True) + "".join(rows)).encode())
+        data = (_csv_text(columns, [], header=True) + "".join(rows)).encode()
+        return functools.partial(atomic_write, self.folder / "metrics.csv", data)
 
     def rewind(self, step: int, epoch: int) -> None:
         """Keep what was logged up to a checkpoint (step, epochs finished): a resumed run logs the rest again, so

@@ -12,6 +12,7 @@ modelspec.validate.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import signal
@@ -38,9 +39,11 @@ from specgrad.nn.state import (
     load_state_dict,
     safe_load,
     safe_save,
+    safetensors_bytes,
+    snapshot,
 )
 from specgrad.train.data import FLOAT32_MAX, Dataset, batches, eval_batches, fields, load_data
-from specgrad.train.feed import DeviceFeed, draw_order, make_feed
+from specgrad.train.feed import Batches, DeviceFeed, draw_order, held_batches, make_feed
 from specgrad.train.folder_io import regular_file
 from specgrad.train.plots import MISSING, metrics_png
 from specgrad.train.run_folder import (
@@ -57,6 +60,7 @@ from specgrad.train.run_folder import (
     unusable,
 )
 from specgrad.train.validation import SlotPass
+from specgrad.train.writer import EpochWriter
 
 LossFn = Callable[[Tensor, Tensor], Tensor]
 # NOTE: what the data decides
@@ -339,6 +343,9 @@ class Trainer:
     losses: list[OutputLoss]  # one per output, in the model's order
     history: LossWindow  # the training losses not read yet, which the captured step writes on the device
     validation: SlotPass | None = None  # the captured validation pass, made by evaluate for its split's batches
+    # the validation split's batches, made once for the split's arrays (None: they did not fit, see held_batches)
+    valid_batches: tuple[np.ndarray, np.ndarray, Batches | None] | None = None
+    writer: EpochWriter = field(default_factory=EpochWriter)  # the end-of-epoch files, written while training goes on
 
     @property
     def epochs(self) -> int:
@@ -402,7 +409,12 @@ class Trainer:
         counted = [x.task in ("classify", "language") for x in self.losses]
         if self.validation is None or self.validation.batches != len(lengths):  # NOTE: a slot per batch
             self.validation = SlotPass(self._measure, len(lengths))
-        pairs = (self.tensors(x, y) for x, y in eval_batches(data.x_valid, data.y_valid, size))
+        held = self.valid_batches
+        if held is None or held[0] is not data.x_valid or held[1] is not data.y_valid:  # NOTE: once per split
+            names = list(self.spec.inputs), [part.name for part in self.losses]
+            held = self.valid_batches = (data.x_valid, data.y_valid, held_batches(data.x_valid, data.y_valid, *names,
+                                                                                  size))  # fmt: skip
+        pairs = held[2] or (self.tensors(x, y) for x, y in eval_batches(data.x_valid, data.y_valid, size))
         figures = iter([v.tolist() for v in self.validation.run(pairs)])  # NOTE: none without examples
         per: dict[str, dict[str, float]] = {}
         for part, has_hits in zip(self.losses, counted):
@@ -454,6 +466,18 @@ class Trainer:
         self.history.start()
         names = list(self.spec.inputs), [part.name for part in self.losses]
         feed = make_feed(self.data.x_train, self.data.y_train, *names, self.spec.batch_size, augment=self.data.augment)
+        self.writer = EpochWriter()
+        try:
+            summary = self._loop(log, pos, rng, feed, valid, on_step, say)
+        except BaseException:
+            self.writer.close(raise_error=False)  # NOTE: the finished epochs' files are still written
+            raise
+        self.writer.close()
+        return summary
+
+    def _loop(self, log: MetricsLog, pos: Position, rng: np.random.Generator, feed: DeviceFeed | None,
+              valid: dict[str, float], on_step: OnStep | None, say: Callable[[str], None]) -> Summary:  # fmt: skip
+        folder = log.folder
         with _deferred_interrupt() as interrupted:
             while pos.step < self.total_steps and pos.stopped is None:
                 epoch, start, pos.data_rng = pos.epoch + 1, time.perf_counter(), dict(rng.bit_generator.state)
@@ -464,6 +488,7 @@ class Trainer:
                     if interrupted():
                         self._read_losses(log, pos)
                         pos.skip = i + 1
+                        self.writer.wait()  # NOTE: the epochs' files first: interrupted is the newest checkpoint
                         raise Interrupted(self.save_checkpoint(folder, "interrupted", pos))
                 self._read_losses(log, pos)
                 trained = len(pos.losses)
@@ -507,6 +532,7 @@ class Trainer:
         that is not finite stops the run, naming its step, before anything else is written."""
         for epoch, step, lr, loss in self.history.read():
             if not math.isfinite(loss):
+                self.writer.wait()
                 last = newest_checkpoint(log.folder)
                 seen = f"; noticed at step {pos.step}, when the losses were read" if step != pos.step else ""
                 raise NonFiniteLoss(f"the loss became {loss} at step {step} (epoch {epoch}{seen}); last good "
@@ -537,15 +563,16 @@ class Trainer:
                            f"{plural(stop['patience'], 'epoch')} (best {best} at epoch {pos.best_epoch})")  # fmt: skip
             log.log({"split": "stop", "epoch": epoch, "step": pos.step, "reason": pos.stopped})
         say(self.epoch_line(epoch, log))
+        writes = []  # NOTE: in this order, by the writer thread, while the next epoch trains
         if improved and (ckpt["keep_best"] or self.final_choice == "best"):
-            self.save_checkpoint(folder, "best", pos)
+            writes.append(self.checkpoint_write(folder, "best", pos)[1])
         if epoch % ckpt["every_epochs"] == 0 or pos.step == self.total_steps or pos.stopped:
-            self.save_checkpoint(folder, f"epoch-{epoch:05d}", pos)
-            (folder / "checkpoints" / "interrupted.safetensors").unlink(missing_ok=True)  # NOTE: now older
-            prune(folder, ckpt["keep"])
+            writes.append(self.checkpoint_write(folder, f"epoch-{epoch:05d}", pos)[1])
+            writes.append(functools.partial(_after_checkpoint, folder, ckpt["keep"]))
         if pos.stopped:
             say(f"early stopping after epoch {epoch}: {pos.stopped}")
-        log.write_csv()
+        writes.append(log.csv_write())
+        self.writer.submit(lambda: [write() for write in writes])
         return valid
 
     def epoch_line(self, epoch: int, log: MetricsLog) -> str:
@@ -560,6 +587,7 @@ class Trainer:
     def _finish(self, log: MetricsLog, pos: Position, valid: dict[str, float], say: Callable[[str], None]) -> Summary:
         """model.safetensors: the best epoch's weights or the last ones, as train.final_weights says; the plot."""
         folder = log.folder
+        self.writer.wait()  # NOTE: the epochs' files are all on disk before the best one is read
         best = self.best_checkpoint(folder, pos)
         final = "best" if best is not None else "last"
         if final == "best":
@@ -643,15 +671,20 @@ class Trainer:
 
     def save_checkpoint(self, folder: Path, name: str, pos: Position) -> Path:
         """Model, optimizer and position, written atomically (a crash leaves the previous file)."""
+        path, write = self.checkpoint_write(folder, name, pos)
+        write()
+        return path
+
+    def checkpoint_write(self, folder: Path, name: str, pos: Position) -> tuple[Path, Callable[[], None]]:
+        """A checkpoint's path, and the write of what it holds now (copied: training may go on before it runs)."""
         path = checkpoint_folder(folder) / f"{name}.safetensors"
-        tensors = {
+        arrays = snapshot({
             **{f"model.{k}": v for k, v in get_state_dict(self.model).items()},
             **{f"optimizer.{k}": v for k, v in get_state_dict(self.opt).items() if not k.startswith("params.")},
-        }
+        })  # fmt: skip
         meta = {**self.metadata(), **pos.to_meta(), "tensor_rng": json.dumps(Tensor._rng.bit_generator.state),
                 "device": str(self.opt.device)}  # fmt: skip
-        safe_save(tensors, path, metadata=meta)
-        return path
+        return path, functools.partial(atomic_write, path, safetensors_bytes(arrays, meta))
 
     def restore(self, folder: Path, say: Callable[[str], None]) -> Position:
         """The newest checkpoint of a run folder loaded into the model, optimizer, schedule and random state; a run
@@ -702,6 +735,12 @@ class Trainer:
             f"the end of epoch {pos.epoch + (pos.skip == batches)}"  # fmt: skip
         say(f"resuming from {path.name}: step {pos.step} of {self.total_steps} ({where})")
         return pos
+
+
+def _after_checkpoint(folder: Path, keep: int) -> None:
+    """Once an epoch checkpoint is on disk: an interrupted one is older, and only the newest `keep` are kept."""
+    (folder / CHECKPOINTS / "interrupted.safetensors").unlink(missing_ok=True)
+    prune(folder, keep)
 
 
 class Interrupted(Exception):

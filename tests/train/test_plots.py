@@ -77,12 +77,35 @@ def test_a_child_never_asked_is_ended_with_the_block(a_child: None) -> None:
 def test_a_child_only_where_a_core_is_to_spare(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "matplotlib.figure", raising=False)
     monkeypatch.setattr(plots, "cores", lambda: 2)
-    for load, spare in ((0.3, True), (0.99, True), (1.0, False), (4.3, False)):
-        monkeypatch.setattr(plots.os, "getloadavg", lambda load=load: (load, load, load))
-        assert plots.has_a_spare_core() is spare and plots.is_worth_a_child() is spare, load
+    for others, spare in ((0, True), (0.99, True), (1, False), (4.3, False)):
+        monkeypatch.setattr(plots, "others_running", lambda others=others: others)
+        assert plots.has_a_spare_core() is spare and plots.is_worth_a_child() is spare, others
     monkeypatch.setattr(plots, "cores", lambda: 1)
-    monkeypatch.setattr(plots.os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    monkeypatch.setattr(plots, "others_running", lambda: 0)
     assert not plots.is_worth_a_child(), "one core: the child would take the training's"
+
+
+def test_other_threads_are_counted_now_not_over_the_last_minute(tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    """/proc/loadavg's runnable count less this thread; the one-minute average only where the file is missing or not
+    Linux's, and nothing where neither exists."""
+    loadavg = tmp_path / "loadavg"
+    monkeypatch.setattr(plots, "LOADAVG", str(loadavg))
+    monkeypatch.setattr(plots.os, "getloadavg", lambda: (3.5, 3.0, 2.0))
+    for text, others in (("3.50 3.00 2.00 1/245 1234", 0), ("3.50 3.00 2.00 4/245 1234", 3), ("0 0 0 0/1 1", 0)):
+        loadavg.write_text(text + "\n")
+        assert plots.others_running() == others, text
+    for text in ("garbage", "1 2 3 x/y 4", ""):
+        loadavg.write_text(text)
+        assert plots.others_running() == 3.5, text
+    loadavg.unlink()
+    assert plots.others_running() == 3.5
+
+    def no_loadavg() -> tuple[float, float, float]:
+        raise OSError("none here")
+
+    monkeypatch.setattr(plots.os, "getloadavg", no_loadavg)
+    assert plots.others_running() == 0.0
 
 
 def test_no_child_where_matplotlib_is_imported_already(monkeypatch: pytest.MonkeyPatch) -> None:
