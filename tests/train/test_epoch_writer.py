@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
+
 from specgrad.helpers import WriteError
 from specgrad.modelspec.validate import validate_file
 from specgrad.train.run_folder import MetricsLog, new_run_folder
