@@ -59,8 +59,7 @@ def test_close_writes_what_is_queued() -> None:
     assert done == [1] and writer._thread is None
 
 
-def test_a_checkpoint_the_disk_refuses_stops_training_with_that_error(tmp_path: Path,
-                                                                      monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+def test_a_checkpoint_the_disk_refuses_stops_training(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The third epoch's checkpoint fails on the writer's thread: fit raises the WriteError (one epoch later at most),
     the first two epochs' checkpoints are whole and nothing after the failure is written."""
     spec = validate_file(ROOT / "specs" / "digits_mlp.yaml", overrides=["train.epochs=6"])
