@@ -16,13 +16,25 @@ from specgrad.cli.errors import check_output_option
 
 from specgrad.helpers import atomic_write
 from specgrad.modelspec.errors import SpecError, label, printable
-from specgrad.train.compare import MAX_LINES, MAX_METRICS, Run, curves_png, differences, plotted, read_run, shown
+from specgrad.train.compare import (
+    MAX_LINES,
+    MAX_METRICS,
+    Run,
+    check_rank_by,
+    curves_png,
+    differences,
+    plotted,
+    ranked,
+    read_run,
+    shown,
+)
 from specgrad.train.plots import MAX_PANELS
 
 MAX_COLUMNS = 6  # NOTE: differing keys shown as table columns; more go into a table of their own
 
 
-def compare(folders: list[Path], as_json: bool, plot: Path | None) -> None:
+def compare(folders: list[Path], as_json: bool, plot: Path | None, rank_by: str | None = None) -> None:
+    check_rank_by(rank_by)
     if plot is not None:
         check_output_option(plot, "--plot")  # NOTE: before any work; atomic_write checks again when writing
         if plot.suffix.lower() != ".png":  # NOTE: PNG bytes under another name would open as a broken file
@@ -33,7 +45,8 @@ def compare(folders: list[Path], as_json: bool, plot: Path | None) -> None:
         if (real := f.resolve()) in seen:
             raise SpecError.at(None, f"{f} is named twice (as {seen[real]} before)", "name each run once")
         seen[real] = f
-    runs = [read_run(f) for f in folders]
+    runs = [read_run(f, rank_by) for f in folders]
+    runs = ranked(runs) if rank_by is not None else runs  # NOTE: else in the order given
     for r in runs:
         log = printable(str(r.folder / "metrics.jsonl"))
         if r.skipped:

@@ -221,6 +221,7 @@ def _print(console: Console, name: str | None, report: dict[str, Any]) -> None:
             console.print(table)
         return
     top = f", top-{report['top_k']['k']} {_num(report['top_k']['accuracy'])}" if "top_k" in report else ""
+    top += f", AUC {_num(report['auc'])}" if "auc" in report else ""
     macro = report["macro"]
     console.print(f"{prefix}accuracy {_num(report['accuracy'])}{top}; macro precision {_num(macro['precision'])}, "
                   f"recall {_num(macro['recall'])}, F1 {_num(macro['f1'])}")  # fmt: skip

@@ -88,6 +88,12 @@ AllowOutside = Annotated[
 MaxFileMb = Annotated[
     int | None, typer.Option("--max-file-mb", min=1, help="largest data, weights or checkpoint file to read, in MiB")
 ]
+RankBy = Annotated[
+    str | None,
+    typer.Option("--rank-by", metavar="METRIC", help="order the runs best first by their best validation value of "
+                 "this metric (loss, accuracy, mae, rmse, r2, f1, auc, top5, ...; <output>.<metric> of one output; "
+                 "default: each spec's train.early_stopping.metric, else loss)"),
+]  # fmt: skip
 DeviceName = Annotated[str | None, typer.Option("--device", help="CLANG, GPU or CPU (default: the best available)")]
 
 
@@ -135,6 +141,13 @@ def validate_command(
             "--print", help="print the spec as it will train (extends, vars and --set applied) instead of a summary"
         ),
     ] = False,
+    weights: Annotated[
+        Path | None,
+        typer.Option(
+            parser=Path,
+            help="list the spec's weights (name, shape) and which tensor of this file (or run folder) holds each",
+        ),
+    ] = None,
     root: Root = None,
     allow_outside: AllowOutside = False,
     max_file_mb: MaxFileMb = None,
@@ -145,8 +158,8 @@ def validate_command(
 
         if as_json and print_resolved:
             raise typer.BadParameter("--print and --json are two different outputs: give one", param_hint="--print")
-        check_paths({"SPEC": spec})
-        validate(spec, overrides or [], as_json, batch, resolved=print_resolved)
+        check_paths({"SPEC": spec, "--weights": weights})
+        validate(spec, overrides or [], as_json, batch, resolved=print_resolved, weights=weights)
 
 
 def _one_length(epochs: int | None, steps: int | None) -> None:
@@ -167,11 +180,16 @@ def train_command(
     device: DeviceName = None,
     out: Annotated[Path | None, typer.Option(parser=Path, help="folder for run folders (default: runs)")] = None,
     epochs: Annotated[
-        int | None, typer.Option(min=1, max=MAX_EPOCHS, help="train for this many epochs instead")
+        int | None,
+        typer.Option(min=1, max=MAX_EPOCHS, help="train for this many epochs instead (--resume: the run's new length)"),
     ] = None,
     steps: Annotated[
         int | None,
-        typer.Option(min=1, max=MAX_STEPS, help="train for exactly this many steps (the last epoch may be partial)"),
+        typer.Option(
+            min=1,
+            max=MAX_STEPS,
+            help="train for exactly this many steps (the last epoch may be partial; --resume: the run's new length)",
+        ),
     ] = None,
     resume: Annotated[
         Path | None,
@@ -219,9 +237,21 @@ def run_command(
     output: Annotated[
         Path | None,
         typer.Option(
-            parser=Path, help="write the outputs to this .npy, .csv or .json file (several outputs: .npz or .json)"
+            parser=Path,
+            help="write the predictions to this .csv or .json table (an ID or index column, the columns --keep "
+            "names, the predicted class or value, each class's probability p_<class>) or .npy array (several "
+            "outputs: .npz or .json)",
         ),
     ] = None,
+    id_column: Annotated[
+        str | None, typer.Option("--id", metavar="COLUMN", help="the .csv input's ID column, first in --output")
+    ] = None,
+    keep: Annotated[
+        str | None, typer.Option(metavar="COL,...", help="columns of the .csv input copied into --output")
+    ] = None,
+    keep_inputs: Annotated[
+        bool, typer.Option("--keep-inputs", help="copy every column of the .csv input into --output")
+    ] = False,
     overrides: Annotated[list[str] | None, typer.Option("--set", help="override a key: --set vars.hidden=256")] = None,
     device: DeviceName = None,
     as_json: Annotated[bool, typer.Option("--json", help="print the predictions as JSON")] = False,
@@ -234,10 +264,12 @@ def run_command(
 ) -> None:
     """Run trained weights on examples from a file: a class and its probability, values, or the next character."""
     with handled(), reading_policy(root, allow_outside, max_file_mb):
-        from specgrad.cli.run import run
+        from specgrad.cli.run import Carry, run
 
         check_paths({"SPEC": spec, "--input": input_path, "--weights": weights, "--output": output})
-        run(spec, weights, input_path, output, overrides or [], device, as_json, allow_nonfinite)
+        kept = tuple(k.strip() for k in keep.split(",") if k.strip()) if keep else ()
+        run(spec, weights, input_path, output, overrides or [], device, as_json, allow_nonfinite,
+            Carry(id_column, kept, keep_inputs))  # fmt: skip
 
 
 @app.command("evaluate")
@@ -286,13 +318,14 @@ def compare_command(
     plot: Annotated[
         Path | None, typer.Option(parser=Path, help="write one PNG of the runs' curves to this file (needs matplotlib)")
     ] = None,
+    rank_by: RankBy = None,
 ) -> None:
     """Runs side by side: final and best metrics, test figures, and the spec keys that differ between them."""
     with handled():
         from specgrad.cli.compare import compare
 
         check_paths({**{f"RUN_DIR {i + 1}": r for i, r in enumerate(runs)}, "--plot": plot})
-        compare(runs, as_json, plot)
+        compare(runs, as_json, plot, rank_by)
 
 
 @app.command("generate")
@@ -368,6 +401,7 @@ def sweep_command(
         Path | None,
         typer.Option(parser=Path, help="continue this sweep folder: its unfinished trials (a failed one is a result)"),
     ] = None,
+    rank_by: RankBy = None,
     root: Root = None,
     allow_outside: AllowOutside = False,
     max_file_mb: MaxFileMb = None,
@@ -379,7 +413,7 @@ def sweep_command(
 
         check_paths({"SPEC": spec, "--out": out, "--resume": resume})
         sweep(spec, grid or [], random, seed, overrides or [], epochs, steps, device, out, backend.value, address,
-              parallel, resume)  # fmt: skip
+              parallel, resume, rank_by)  # fmt: skip
 
 
 @app.command("export")

@@ -13,6 +13,7 @@ import math
 import os
 import zipfile
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from specgrad.modelspec.builder import Model, build_model
 from specgrad.modelspec.contract import ContractError, RunContract, contract_from_meta, spec_task, unwritten
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import MIB, check_regular, read_data
+from specgrad.modelspec.schema import did_you_mean
 from specgrad.modelspec.validate import ValidSpec, is_float, validate_file
 from specgrad.nn.state import (
     NonFinite,
@@ -41,6 +43,7 @@ from specgrad.train.data import (
     IMAGE_SUFFIXES,
     WrongSize,
     csv_table,
+    dialect_of,
     encode_rows,
     input_columns,
     named,
@@ -48,6 +51,7 @@ from specgrad.train.data import (
     read_image,
     standardize,
 )
+from specgrad.train.evaluation import two_class
 from specgrad.train.run_folder import final_weights, spec_file, spec_hash, unusable
 
 CHUNK = 1024  # examples per forward pass: at most two shapes to compile, and bounded memory for big files
@@ -60,11 +64,14 @@ NONFINITE_HINT = "fill in a number, or leave the row out; or pass --allow-nonfin
 
 
 def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | None, overrides: list[str],
-        device: str | None, as_json: bool, allow_nonfinite: bool = False) -> None:  # fmt: skip
+        device: str | None, as_json: bool, allow_nonfinite: bool = False, carry: Carry | None = None
+        ) -> None:  # fmt: skip
     spec, weights = spec_and_weights(spec_path, weights, overrides)
+    carry = carry or Carry()
     if output is not None:
         check_output_option(output, "--output")  # NOTE: before any work; atomic_write checks again when writing
         _check_format(output, "--output", NAMED_FORMATS if named(spec) else FORMATS)
+    _check_carry(carry, input_path, output, named(spec))
     if device is not None:
         Device.DEFAULT = device
     model, meta = load_model(spec, weights)
@@ -80,7 +87,7 @@ def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | 
     if output is None:
         report(contract, out, as_json)
         return
-    write_output(output, out, _columns(contract, spec, out))
+    write_output(output, out, contract, _carried(input_path, spec, carry, len(out)))
     shape = list(out.shape)
     if as_json:
         typer.echo(json.dumps({"output": str(output), "shape": shape, "examples": len(out)}))
@@ -341,10 +348,10 @@ def _read_json(raw: bytes, path: Path, spec: ValidSpec, contract: RunContract, a
 def _read_csv(raw: bytes, path: Path, spec: ValidSpec, contract: RunContract, allow_nonfinite: bool) -> np.ndarray:
     """(N, values per example): the columns the model was trained on (saved with the weights; else the spec's), read
     and encoded (categorical columns with the training vocabulary) as training reads its csv."""
-    hline, header, rows = csv_table(raw, path)
+    hline, header, rows, dialect = csv_table(raw, path, dialect_of(spec.values.get("data") or {}))
     columns, cols = input_columns(spec, contract.columns, header, hline, path)
     x, problems = encode_rows(rows, header, cols, columns, path, None if allow_nonfinite else NONFINITE_HINT,
-                              "is not a category the model was trained with")  # fmt: skip
+                              "is not a category the model was trained with", dialect, served=True)  # fmt: skip
     if len(problems) > MAX_PROBLEMS:
         problems = [*problems[:MAX_PROBLEMS], Problem(f"... and {len(problems) - MAX_PROBLEMS} more in {path}")]
     if problems:
@@ -465,8 +472,9 @@ def _softmax(logits: np.ndarray) -> np.ndarray:
 def to_result(contract: RunContract, out: np.ndarray) -> np.ndarray:
     """What run reports and writes: probabilities for a classifier; for regression the outputs in the target's own
     units (out * std + mean, with the training targets' statistics when they were standardized); else the outputs."""
-    if contract.task == "classify":
-        return _softmax(out.astype(np.float64)).astype(np.float32)
+    if contract.task == "classify":  # NOTE: one logit x (binary_cross_entropy) is the two classes' scores [0, x]
+        return _softmax(two_class(out.reshape(-1, out.shape[-1]).astype(np.float64)).reshape(*out.shape[:-1], -1)
+                        ).astype(np.float32)  # fmt: skip
     return (out * contract.target["std"] + contract.target["mean"]).astype(np.float32) if contract.target else out
 
 
@@ -508,32 +516,106 @@ def report(contract: RunContract, out: np.ndarray, as_json: bool) -> None:
     typer.echo(json.dumps(list(records), indent=2) if as_json else "\n".join(lines))
 
 
-def _columns(contract: RunContract, spec: ValidSpec, out: np.ndarray) -> list[str]:
-    """CSV header: the class names (class_<k> when they are numbers) for probabilities, the target's name for one
-    regression value, else out_<k>."""
-    width = prod(out.shape[1:])
-    data = spec.values.get("data") or {}
+# *** the --output table: carried columns, the prediction, each class's probability ***
+
+
+@dataclass(frozen=True)
+class Carry:
+    """What `run --output` carries over from a csv input before the predictions: its ID column (--id; else the
+    example's index, as run prints it) and other columns (--keep, or every column with --keep-inputs), as written."""
+
+    id: str | None = None
+    keep: tuple[str, ...] = ()
+    keep_inputs: bool = False
+
+    @property
+    def option(self) -> str | None:
+        """The first option given that names columns of the input, for messages."""
+        return "--id" if self.id is not None else "--keep-inputs" if self.keep_inputs else "--keep" if self.keep \
+            else None  # fmt: skip
+
+
+def _check_carry(carry: Carry, input_path: Path, output: Path | None, several: bool) -> None:
+    """--id and --keep name columns of a csv input for a .csv or .json output table: refused before any work."""
+    option = carry.option
+    if option is None:
+        return
+    if output is None:
+        raise SpecError.at(None, f"{option} adds columns to the table --output writes, but no --output is given",
+                           "add --output preds.csv (or .json)")  # fmt: skip
+    if several:
+        raise SpecError.at(None, f"{option} applies to a model with one input and one output; this one's outputs "
+                           "are written as arrays by name", f"leave out {option}")  # fmt: skip
+    if output.suffix.lower() not in (".csv", ".json"):
+        raise SpecError.at(None, f"{option} adds columns to a .csv or .json table, but --output {output} is a bare "
+                           "array", "write a .csv or .json file")  # fmt: skip
+    if input_path.suffix.lower() != ".csv":
+        raise SpecError.at(None, f"{option} names columns of a .csv input, but --input {input_path} has no columns",
+                           "pass the examples as a .csv file with a header row")  # fmt: skip
+
+
+def _carried(path: Path, spec: ValidSpec, carry: Carry, n: int) -> list[tuple[str, list[Any]]]:
+    """The columns written before the predictions: the ID column (--id) or `index` (0, 1, ... as run prints them),
+    then the kept columns, each (name, one value per example) as the csv input writes it."""
+    if carry.option is None:
+        return [("index", list(range(n)))]
+    hline, header, rows, _ = csv_table(read_data(str(path), None, "--input", None), path,
+                                       dialect_of(spec.values.get("data") or {}))  # fmt: skip
+    names = [*([carry.id] if carry.id is not None else []), *carry.keep]
+    if carry.keep_inputs:
+        names += [h for h in header if h not in names]
+    missing = [k for k in names if k not in header]
+    if missing:
+        option = "--id" if missing[0] == carry.id else "--keep"
+        hint = did_you_mean(missing[0], header) or ""
+        raise SpecError.at(Location(str(path), hline, 1), f"{option}: {path.name} has no column '{missing[0]}'",
+                           f"{hint} the header has: {', '.join(header[:20])}".strip())  # fmt: skip
+    if len(rows) != n:  # NOTE: a row the reader left out would shift every carried value onto another prediction
+        raise SpecError.at(Location(str(path), hline, 1), f"{len(rows)} rows of {path.name} gave {n} predictions, so "
+                           "its columns cannot be carried over row by row", "leave out --id and --keep")  # fmt: skip
+    ret = [(k, [c[header.index(k)].strip() for _, c in rows]) for k in names]
+    return ret if carry.id is not None else [("index", list(range(n))), *ret]
+
+
+def prediction_table(contract: RunContract, out: np.ndarray, carried: list[tuple[str, list[Any]]]
+                     ) -> tuple[list[str], list[list[Any]]]:  # fmt: skip
+    """(header, rows) of the --output table: the carried columns, then the predicted class's name and each class's
+    probability p_<class> (a classifier), or the value in the target's units (`prediction`); other outputs flattened
+    as out_<k>. A name twice is an error: a reader would see one of the columns only."""
+    flat = out.reshape(len(out), -1)
     if contract.task == "classify" and out.ndim == 2:
-        return [n if n != str(k) else f"class_{k}" for k, n in enumerate(contract.class_names)]
-    if contract.task == "regress" and width == 1 and data.get("source") == "csv" and data.get("target"):
-        return [str(data["target"])]
-    return [f"out_{k}" for k in range(width)]
+        names = list(contract.class_names)
+        head = ["prediction", *(f"p_{n}" for n in names)]
+        values = [[names[int(k)], *map(float, p)] for k, p in zip(flat.argmax(1), flat)]
+    elif contract.task == "regress" and flat.shape[1] == 1:
+        head, values = ["prediction"], [[float(v)] for v in flat[:, 0]]
+    else:
+        head, values = [f"out_{k}" for k in range(flat.shape[1])], [list(map(float, r)) for r in flat]
+    header = [k for k, _ in carried] + head
+    twice = sorted({h for h in header if header.count(h) > 1})
+    if twice:
+        raise SpecError.at(None, f"the --output table would have two columns named '{excerpt(twice[0], 40)}'",
+                           "leave that column out of --keep (or rename it in the input)")  # fmt: skip
+    return header, [[*(c[i] for _, c in carried), *v] for i, v in enumerate(values)]
 
 
-def write_output(path: Path, out: np.ndarray, columns: list[str]) -> None:
-    """out as .npy, .csv (one flattened example per row) or .json (nested lists), written atomically."""
+def write_output(path: Path, out: np.ndarray, contract: RunContract, carried: list[tuple[str, list[Any]]]) -> None:
+    """out as .npy (the bare array), or as the prediction table in .csv (numbers to 9 significant digits) or .json (a
+    list of objects with the table's columns as keys, in order), written atomically."""
     if path.suffix.lower() == ".npy":
         buf = io.BytesIO()
         np.save(buf, out)
         data = buf.getvalue()
     elif path.suffix.lower() == ".csv":
+        header, rows = prediction_table(contract, out, carried)
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
-        writer.writerow(columns)
-        writer.writerows([f"{v:.9g}" for v in row] for row in out.reshape(len(out), -1).tolist())
+        writer.writerow(header)
+        writer.writerows([f"{v:.9g}" if isinstance(v, float) else v for v in row] for row in rows)
         data = text.getvalue().encode()
     else:
-        data = (json.dumps(out.tolist()) + "\n").encode()
+        header, rows = prediction_table(contract, out, carried)
+        data = (json.dumps([dict(zip(header, row)) for row in rows]) + "\n").encode()
     atomic_write(path, data)  # NOTE: never half a file; a full or read-only disk ends in cli/errors.py, exit 3
 
 

@@ -45,7 +45,7 @@ from specgrad.modelspec.errors import Problem, SpecError, excerpt, printable
 from specgrad.modelspec.validate import NAME_MAX, ValidSpec, validate_file
 from specgrad.modelspec.weights import given_init, init_file
 from specgrad.runtime.ops_clang import cores
-from specgrad.train.compare import MAX_METRICS, curves_png, differences, read_run
+from specgrad.train.compare import MAX_METRICS, check_rank_by, curves_png, differences, read_run
 from specgrad.train.data import data_file
 from specgrad.train.folder_io import REMOVE_HINT, entry_kind, folder_of, open_append_in, read_tail_in, write_in
 from specgrad.train.run_folder import LOCK, PATH_KEYS, RESOLVED, RUN_FILES, locked, new_run_folder, spec_file
@@ -76,7 +76,9 @@ LOG_TAIL = 64 << 10  # NOTE: bytes of a failed trial's log read for its error (i
 
 def sweep(spec_path: Path | None, grid: list[str], random: int | None, seed: int, overrides: list[str],
           epochs: int | None, steps: int | None, device: str | None, out: Path | None, backend: str,
-          address: str | None, parallel: int | None, resume: Path | None) -> None:  # fmt: skip
+          address: str | None, parallel: int | None, resume: Path | None, rank_by: str | None = None
+          ) -> None:  # fmt: skip
+    check_rank_by(rank_by)
     if address is not None and backend != "ray":
         raise SpecError.at(None, "--address names a Ray cluster", "add --backend ray")
     if resume is not None:
@@ -93,7 +95,7 @@ def sweep(spec_path: Path | None, grid: list[str], random: int | None, seed: int
             folder, plan = _start(spec_path, grid, random, seed, overrides, epochs, steps, device, out)
         _check_folder(folder, plan)
         with locked(folder):
-            _run(folder, plan, backend, parallel)
+            _run(folder, plan, backend, parallel, rank_by)
 
 
 def _start(spec_path: Path, grid_texts: list[str], random: int | None, seed: int, overrides: list[str],
@@ -222,7 +224,7 @@ def check_answers(address: str) -> None:
 # *** running the trials ***
 
 
-def _run(folder: Path, plan: Plan, backend: str, parallel: int | None) -> None:
+def _run(folder: Path, plan: Plan, backend: str, parallel: int | None, rank_by: str | None = None) -> None:
     results = read_results(folder, plan)
     todo = [t for t in plan.trials if state(folder, t, results) == "to do"]
     at_once = max(1, min(parallel or cores(), len(todo) or 1))
@@ -251,7 +253,7 @@ def _run(folder: Path, plan: Plan, backend: str, parallel: int | None) -> None:
 
     runner = _ray if backend == "ray" else _local
     interrupted = runner(folder, todo, at_once, threads, ended)
-    _write_summary(folder, plan, results)
+    _write_summary(folder, plan, results, rank_by)
     if interrupted:
         typer.echo(printable(f"interrupted; continue with\n  specgrad sweep --resume {folder}"), err=True)
         raise typer.Exit(INTERRUPTED)
@@ -394,10 +396,10 @@ def _ray(folder: Path, todo: list[Trial], at_once: int, threads: int,
     return False
 
 
-def _write_summary(folder: Path, plan: Plan, results: dict[str, dict[str, Any]]) -> None:
+def _write_summary(folder: Path, plan: Plan, results: dict[str, dict[str, Any]], rank_by: str | None = None) -> None:
     """summary.json and summary.csv (every trial, best first), summary.txt (the compare table of the finished
     trials), compare.png (their curves, with matplotlib); the table printed."""
-    rows, runs = summary(folder, plan, results, lambda trial: planned_values(plan, trial))
+    rows, runs = summary(folder, plan, results, lambda trial: planned_values(plan, trial), rank_by)
     write_in(folder, "summary.json", (json.dumps({"trials": rows}, indent=2) + "\n").encode())
     write_in(folder, "summary.csv", summary_csv(rows, list(plan.grid)).encode())
     if runs:

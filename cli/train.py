@@ -25,6 +25,7 @@ from specgrad.train.plots import drawing_ahead
 from specgrad.train.run_folder import (
     MetricsLog,
     locked,
+    log_extension,
     new_folder,
     new_run_folder,
     newest_checkpoint,
@@ -54,14 +55,17 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
     continue the run folder `resume`."""
     if resume is None and spec_path is None:
         raise _fail("error: name a spec to train, or a run folder to continue with --resume RUN_DIR", 2)
-    if resume is not None and (overrides or epochs or steps or out is not None):
-        raise _fail("error: --resume continues a run exactly as it was started, in its own folder (its "
-                    "spec.resolved.yaml, with every --set, --epochs and --steps it had); to change the recipe, start a "
-                    "new run", 2)  # fmt: skip
+    if resume is not None and (overrides or out is not None):
+        raise _fail("error: --resume continues a run as it was started, in its own folder (its spec.resolved.yaml, "
+                    "with every --set it had; only --epochs or --steps may give it a new length); to change the "
+                    "recipe, start a new run", 2)  # fmt: skip
+    before = None  # NOTE: the spec of a run whose length --epochs or --steps changes
     try:
         starts_over = resume is None or _starts_over(resume)
         if resume is not None:
             spec, device = read_resolved_spec(resume, init_file=starts_over), _resume_device(resume, device)
+            if epochs or steps:
+                before, spec = spec, with_length(spec, epochs, steps)
         else:
             spec = with_length(validate_file(spec_file(spec_path), overrides), epochs, steps)
         if device is not None:
@@ -82,7 +86,22 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
             typer.echo(
                 printable(f"note: continuing {folder} with its own spec.resolved.yaml ({spec_path} is not read)")
             )
+        if before is not None:
+            _lengthen(folder, spec, trainer.extension(folder, before, f"--epochs {epochs}" if epochs else
+                                                      f"--steps {steps}"))  # fmt: skip
         _train(spec, trainer, folder, resume is not None)
+
+
+def _lengthen(folder: Path, spec: ValidSpec, record: dict | None) -> None:
+    """A run's new length: the `extend` record first (checkpoints of the old length stay the run's own), then the
+    resolved spec with the new length (a crash between the two leaves a run that resumes as it was)."""
+    if record is None:
+        return
+    log_extension(folder, record)
+    write_resolved_spec(spec, folder)
+    old, new = plural(record["total_steps_before"], "step"), plural(record["total_steps"], "step")
+    typer.echo(printable(f"lengthening {folder} at step {record['step']}: {old} -> {new}; the learning-rate schedule "
+                         "spans the new length"))  # fmt: skip
 
 
 def _starts_over(folder: Path) -> bool:

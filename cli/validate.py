@@ -12,8 +12,12 @@ from rich.text import Text
 from specgrad.cli.console import Console
 
 from specgrad.modelspec.errors import Problem, SpecError, label, printable
-from specgrad.modelspec.validate import ValidSpec, validate_file
+from specgrad.modelspec.files import check_regular
+from specgrad.modelspec.validate import ValidSpec, run_steps, validate_file
+from specgrad.modelspec.weights import given_init, init_plan, matched, weight_names, weights_file
+from specgrad.nn.state import SafetensorsError, safe_load
 from specgrad.train.data import Dataset, inspect_data
+from specgrad.train.metrics import check_metrics
 from specgrad.train.run_folder import resolved_spec_text, spec_file, spec_hash
 
 MAX_SHOWN = 50  # NOTE: a long list of problems usually has one cause near its top
@@ -85,7 +89,36 @@ def data_json(data: Dataset | None) -> dict | None:
         ret["outputs"] = {o: {"task": h.task, "loss": h.loss, "weight": h.weight,
                               **_learns_json(h.num_classes, h.class_names, h.target_stats)}
                           for o, h in data.heads.items()}  # fmt: skip
+    if data.table is not None:
+        notes, missing = data.table, data.columns.missing if data.columns is not None else {}
+        ret["csv"] = {"delimiter": notes.dialect.delimiter, "sniffed": notes.dialect.sniffed,
+                      "decimal": notes.dialect.decimal, "rows_without_target": notes.no_target,
+                      "rows_dropped": notes.dropped,
+                      "missing": {c: {"cells": notes.missing.get(c, 0), "strategy": how, "fill": fill}
+                                  for c, (how, fill) in missing.items()}}  # fmt: skip
     return ret
+
+
+def csv_line(data: Dataset) -> str | None:
+    """For a csv: its dialect, and per column with missing cells how many there are and what fills them (the
+    training rows' value), and the rows left out; None for another source."""
+    notes = data.table
+    if notes is None:
+        return None
+    missing = data.columns.missing if data.columns is not None else {}
+    parts = []
+    for c, n in notes.missing.items():
+        how, fill = missing.get(c, ("", None))
+        what = "" if not how else ", their rows left out (drop_row)" if how == "drop_row" else \
+            f", filled with {label(str(fill), None)}" if how == "fill" else \
+            f", filled with the training rows' {how}, {label(str(fill), None)}"  # fmt: skip
+        parts.append(f"{label(c, None)} {n}{what}")
+    line = f"csv: {notes.dialect.describe()}; missing cells: {'; '.join(parts) if parts else 'none'}"
+    if notes.no_target:
+        line += f"; {notes.no_target} row{'s' * (notes.no_target != 1)} left out: their target is missing"
+    if notes.dropped:
+        line += f"; {notes.dropped} row{'s' * (notes.dropped != 1)} left out by drop_row"
+    return line
 
 
 def _learns_json(num_classes: int | None, class_names: list[str] | None, target_stats: dict) -> dict:
@@ -138,12 +171,58 @@ def _fail(problems: list[Problem], as_json: bool) -> None:
     raise typer.Exit(1)
 
 
-def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None = None, resolved: bool = False) -> None:
+def weights_listing(spec: ValidSpec, file: Path) -> dict[str, list]:
+    """validate --weights FILE: each weight of the spec (name, shape, the tensor of FILE that holds it or None, its
+    shape there), and FILE's tensors no weight of the spec takes. A run folder or specgrad's own weights file is read
+    by weight name, as init.from reads it."""
+    names = weight_names(spec.steps)
+    path = weights_file(str(file), str(file), None, "--weights")
+    check_regular(path, None, "--weights", str(file), None)
+    try:
+        plan = matched(path, safe_load(path, device="disk"), names, str(file), None, run_steps)
+    except (SafetensorsError, OSError) as e:
+        raise SpecError.at(None, f"--weights: cannot read {file} as safetensors: {e}") from None
+    have = [(n, list(shape), f := plan.pairs.get(n), list(plan.header[f].shape) if f in plan.header else None)
+            for n, (_, _, shape) in names.items()]  # fmt: skip
+    unused = list(plan.unused) if plan.named else [k for k in plan.header if k not in names]
+    return {"weights": have, "unused": unused}
+
+
+def _print_weights(listing: dict[str, list], file: Path) -> None:
+    for name, shape, tensor, theirs in listing["weights"]:
+        where = "not in the file (starts from the seed)" if tensor is None else f"'{tensor}' {theirs}"
+        where += "  <- shapes differ" if tensor is not None and theirs != shape else ""
+        typer.echo(printable(f"  {name} {shape}: {where}"))
+    if listing["unused"]:
+        typer.echo(printable(f"  in {file} but no weight of the spec: {', '.join(listing['unused'])}"))
+
+
+def init_line(spec: ValidSpec) -> str | None:
+    """What init: loads, in one line: how many weights from which file; from a run folder (matched by weight name) also
+    which start from the seed and which of the run's weights are left out."""
+    if (init := given_init(spec.node("init"))) is None:
+        return None
+    plan = init_plan(init, spec.path, weight_names(spec.steps), run_steps)
+    line = f"init: {len(plan.pairs)} weights from {init.get('from').value}"
+    if plan.named:
+        line += f" ({', '.join(plan.pairs) or 'none'}); from the seed: {', '.join(plan.fresh) or 'none'}"
+        line += f"; left out: {', '.join(plan.unused)}" if plan.unused else ""
+    return printable(line)
+
+
+def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None = None, resolved: bool = False,
+             weights: Path | None = None) -> None:  # fmt: skip
     try:
         result = validate_file(spec_file(spec), overrides, batch=batch)
+        listing = weights_listing(result, weights) if weights is not None else None
     except SpecError as e:
         _fail(e.problems, as_json)
     data, problems = inspect_data(result)  # NOTE: the data contract: the data as the model, loss and labels need it
+    if data is not None and not problems:
+        try:
+            check_metrics(result, data)  # NOTE: metrics and class weights that the data's classes rule out
+        except SpecError as e:
+            problems = e.problems
     if problems:
         _fail(problems, as_json)
     if resolved:
@@ -153,11 +232,20 @@ def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None 
         typer.echo(head + resolved_spec_text(result, Path.cwd()), nl=False)
         return
     if as_json:
-        typer.echo(json.dumps({**summary_json(result), "data": data_json(data)}, indent=2))
+        extra = {"weights": [dict(zip(("name", "shape", "tensor", "tensor_shape"), w)) for w in listing["weights"]],
+                 "unused": listing["unused"]} if listing is not None else {}  # fmt: skip
+        typer.echo(json.dumps({**summary_json(result), "data": data_json(data), **extra}, indent=2))
         return
     _print_table(summary_table(result))
     if data is not None:
         typer.echo(data_line(data))
+    if data is not None and (line := csv_line(data)) is not None:
+        typer.echo(line)
+    if (line := init_line(result)) is not None:
+        typer.echo(line)
+    if listing is not None:
+        typer.echo(printable(f"weights of {result.values['name']} (name, shape) and the tensors of {weights}:"))
+        _print_weights(listing, weights)
     frozen = f" ({result.trainable_params:,} trainable)" if result.trainable_params != result.params else ""
     typer.echo(f"{printable(str(spec))}: valid; {result.params:,} parameters{frozen}, "
                f"{_size(result.step_flops, ' FLOP')} per training step, {_bytes(result.activation_bytes)} of "

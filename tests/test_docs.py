@@ -142,3 +142,92 @@ def test_every_docs_example_is_shown() -> None:
         re.findall(r"docs/examples/[\w.-]+\.yaml", (ROOT / "docs" / "tutorial.md").read_text())
     )
     assert {f"docs/examples/{p.name}" for p in (ROOT / "docs" / "examples").glob("*.yaml")} <= shown
+
+
+# *** the generated reference of docs/spec.md and the examples' files ***
+
+
+def test_spec_md_reference_is_generated_once_with_every_nested_key() -> None:
+    """docs/spec.md holds one reference, between one pair of markers, as the schema generates it now (regenerate:
+    python -m specgrad.modelspec.reference), with a row for every key of every section, nested ones too."""
+    from specgrad.modelspec.reference import BEGIN, END, nested_sections, with_reference
+    from specgrad.modelspec.validate import TOP
+
+    text = (ROOT / "docs" / "spec.md").read_text()
+    assert text.count(BEGIN) == 1 and text.count(END) == 1, "docs/spec.md should hold one pair of reference markers"
+    assert with_reference(text) == text, "docs/spec.md is stale: python -m specgrad.modelspec.reference"
+    keys = [f"{dotted}{k}" for dotted, section, _ in nested_sections(TOP) for k in section.fields]
+    assert {"train.early_stopping.patience", "train.checkpoint.keep_best", "data.augment.flip",
+            "train.losses.<output>.weight", "inputs.<input>.shape"} <= set(keys)  # fmt: skip
+    assert all(f"| `{key}` |" in text for key in keys), [key for key in keys if f"| `{key}` |" not in text]
+
+
+def test_reference_picks_up_keys_added_to_the_schema(monkeypatch) -> None:
+    """A key added to a nested section, or a new nested section, appears in the reference without other changes."""
+    from dataclasses import replace
+
+    from specgrad.modelspec import reference
+    from specgrad.modelspec.schema import Field, Section
+    from specgrad.modelspec.validate import TOP
+
+    deeper = Section("limits", "when to give up", {"wall_hours": Field("float", "hours at most", 24.0, min=0.5)})
+    es = TOP.fields["train"].section.fields["early_stopping"].section
+    es = replace(es, fields={**es.fields, "mode": Field("str", "which way is better", "min", choices=("min", "max")),
+                             "limits": Field("map", "limits", None, section=deeper)})  # fmt: skip
+    train = TOP.fields["train"].section
+    stopping = replace(train.fields["early_stopping"], section=es)
+    train = replace(train, fields={**train.fields, "early_stopping": stopping})
+    top = replace(TOP, fields={**TOP.fields, "train": replace(TOP.fields["train"], section=train)})
+    monkeypatch.setattr(reference, "TOP", top)
+    text = reference.render_reference()
+    assert "| `train.early_stopping.mode` | text (`min` / `max`) | `min` | which way is better |" in text
+    assert "#### `train.early_stopping.limits`\n\nWhen to give up.\n" in text
+    assert "| `train.early_stopping.limits.wall_hours` | number (0.5..) | `24.0` | hours at most |" in text
+    assert "| `train.early_stopping.limits` | mapping (keys below) | - | limits |" in text
+    before, after = "intro\n" + reference.BEGIN + "\nold\n" + reference.END + "\n", "\nmore prose\n"
+    assert reference.with_reference(before + after) == "intro\n" + text + after
+
+
+def _examples() -> list[Path]:
+    return sorted((ROOT / "docs" / "examples").glob("*.yaml"))
+
+
+def _is_broken(path: Path) -> bool:
+    """An example of mistakes: it starts with the errors it gives, or is named *_broken.yaml (the tutorial shows its
+    errors)."""
+    return bool(_expected_errors(path)) or path.stem.endswith("_broken")
+
+
+@pytest.mark.parametrize("path", _examples(), ids=lambda p: p.name)
+def test_docs_example_uses_only_shipped_files(path: Path) -> None:
+    """Each file a docs example names (data.path, data.test_path, init.from, extends) is in the repository, and the
+    example validates with its data and weights files read, or fails with exactly the errors it starts with."""
+    from specgrad.modelspec.errors import SpecError
+    from specgrad.modelspec.validate import validate_file
+
+    named = re.findall(r"^extends: *(\S+)", path.read_text(), flags=re.M)
+    expected = _expected_errors(path)
+    try:
+        spec = validate_file(path)
+    except SpecError as e:
+        got = [str(p).split("\n")[0].removeprefix(f"{path}:") for p in e.problems]
+        assert _is_broken(path) and not any("no such file" in line for line in got), got
+        assert not expected or got == [f"{x.split(': ', 1)[0]}: error: {x.split(': ', 1)[1]}" for x in expected], got
+    else:
+        assert not _is_broken(path), f"{path.name} should fail with {expected or 'the errors the tutorial shows'}"
+        data, init = spec.values.get("data") or {}, spec.values.get("init") or {}
+        named += [x for x in (data.get("path"), data.get("test_path"), init.get("from")) if x is not None]
+    for name in named:
+        where = (path.parent / name).resolve()
+        assert where.is_relative_to(ROOT) and where.exists(), f"{path.name} names {name}, which is not shipped"
+
+
+def test_docs_examples_with_data_load_it_as_validate_does() -> None:
+    """`specgrad validate` (which reads the data the spec names) accepts every example that has no expected error."""
+    from specgrad.cli.main import app
+    from typer.testing import CliRunner
+
+    for path in _examples():
+        if not _is_broken(path):
+            result = CliRunner().invoke(app, ["validate", str(path)])
+            assert result.exit_code == 0 and ": valid;" in result.output, (path.name, result.output)

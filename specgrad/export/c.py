@@ -9,11 +9,19 @@ gets a parameter per input (`in_<input>`) and per output (`out_<output>_logits`,
 spec's order, with a size macro for each (`<name>_in_<input>_SIZE`). <name> is the spec's name in C's letters
 (c_identifier: `2layer` is `model_2layer`), so every valid name compiles.
 
-The runner (-DSPECGRAD_MAIN) reads each example as its inputs' numbers in order, and prints each output's
-probabilities, prediction or values on one line, in order. It checks its input: junk (a NUL byte inside a number, a
-comma-separated line), NaN or infinity, a value infinite once standardized, or an example cut short ends it with a
-message (the token's bytes escaped) and exit code 1, never with numbers printed for it; so does an output that is
-not finite. The forward function itself checks nothing: a caller of it checks what it passes and gets.
+The header says what each value is (layout_comment: a csv's columns, one-hot positions and categories, the class
+names in order or the target). The kernels are lowered with vectors of at most 16 bytes (PORTABLE_VECTOR_BYTES), so
+`cc` builds the file without an ABI warning for any x86-64 or arm64 target, whatever this CPU's widest vectors are.
+
+The runner (-DSPECGRAD_MAIN) reads each example as its inputs' numbers in order, separated by commas, spaces or both,
+and prints each output's probabilities, prediction or values on one line, in order. It checks its input: junk (a NUL
+byte inside a number, a word, an empty value between two commas, a line whose separators change from commas to
+spaces, as decimal commas make them), NaN or infinity, a value infinite once standardized, or an example cut short
+ends it with a message (the token's bytes escaped; what it wants, for a bad separator) and exit code 1, never with
+numbers printed for it; so does an output that is not finite. The forward function itself checks nothing: a caller
+of it checks what it passes and gets. For a csv model whose training filled missing cells (data.missing), the runner
+reads a missing-value token (NA, ?, ..., any case) where a numeric column's value goes as that column's fill; the
+forward function takes filled values.
 
 Imports the public API (Tensor, TinyJit, Device), modelspec (builder, contract, errors, validate); kernel sources come
 from the captured runners, never from driving codegen.
@@ -21,21 +29,28 @@ from the captured runners, never from driving codegen.
 
 from __future__ import annotations
 
+import math
 import re
-from dataclasses import dataclass
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
 
 from specgrad import Device, Tensor, TinyJit
 from specgrad.device import Buffer, Runner
-from specgrad.helpers import atomic_write
+from specgrad.helpers import atomic_write, prod
 from specgrad.modelspec.builder import Model
-from specgrad.modelspec.contract import RunContract, contract_from_meta
-from specgrad.modelspec.errors import SpecError
-from specgrad.modelspec.validate import ValidSpec, is_float
+from specgrad.modelspec.contract import Columns, RunContract, contract_from_meta
+from specgrad.modelspec.errors import SpecError, label
+from specgrad.modelspec.validate import MISSING_VALUES, ValidSpec, is_float
 from specgrad.realize import ExecItem
 from specgrad.renderer.cstyle import C_DIALECT, KERNEL_MARK, PARALLEL_GLOBAL
+
+# NOTE: the widest vector every x86-64 (SSE2) and arm64 (NEON) has; a wider one changes the ABI on a target without it
+PORTABLE_VECTOR_BYTES = 16
 
 RUNNER = """
 #ifdef SPECGRAD_MAIN
@@ -44,21 +59,39 @@ RUNNER = """
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-/* Reads examples from stdin as whitespace-separated numbers ({name}_IN_SIZE per example: {layout}) and prints each
-   example's {printed} on one line ({name}_OUT_SIZE numbers). Input that is not what an input holds (a word, a NUL
-   byte, NaN or infinity, a value out of its type's range or one that is infinite once standardized, an example cut
-   short) ends it with a message on stderr and exit code 1, before that example is printed, and so does an output
-   that is not finite; examples and values are counted from 0, as `specgrad run` counts them. */
+/* Reads examples from stdin as numbers separated by commas, spaces or both, a line or several per example as one
+   likes ({name}_IN_SIZE per example: {layout}) and prints each example's {printed} on one line ({name}_OUT_SIZE
+   numbers). Input that is not what an input holds (a word, an empty value between two commas, a line that separates
+   its values with commas in one place and spaces only in another, as decimal commas do, a NUL byte, NaN or infinity,
+   a value out of its type's range or one that is infinite once standardized, an example cut short) ends it with a
+   message on stderr and exit code 1, before that example is printed, and so does an output that is not finite;
+   examples and values are counted from 0, as `specgrad run` counts them. */
+#define SG_VALUES "an example's values are numbers separated by commas, spaces or both"
 static char token[64];
 static int token_len;
+static int started;  /* the blank lines before the first value are skipped */
+/* What follows the value read last, and the values before it on its line: 1 a comma (spaces or not), 2 spaces only,
+   0 a line break or the end of the input (line_kind: nothing yet on this line). */
+static int after_kind, line_kind;
+/* The next value's text into token, and the separator after it read (spaces, at most one comma, spaces): its length
+   (sizeof token or more: too long for a number), 0 for an empty value (a comma first, or two with nothing between),
+   -1 at the end of the input. */
 static int read_token(void) {{
-  int c, n = 0;
-  while ((c = getchar()) != EOF && isspace(c)) {{}}
-  for (; c != EOF && !isspace(c); c = getchar(), n++)
+  int c = getchar(), n = 0, commas = 0, lines = 0;
+  for (; !started && c != EOF && isspace(c); c = getchar()) {{}}
+  started = 1;
+  for (; c != EOF && !isspace(c) && c != ','; c = getchar(), n++)
     if (n < (int)sizeof token - 1) token[n] = (char)c;
   token_len = n < (int)sizeof token - 1 ? n : (int)sizeof token - 1;
   token[token_len] = 0;
-  return n;  /* 0 at the end of the input; sizeof token or more: too long for a number */
+  if (n == 0 && c == EOF) return -1;
+  for (; c != EOF && (isspace(c) || (c == ',' && !commas)); c = getchar()) {{
+    commas += c == ',';
+    lines += c == '\\n';
+  }}
+  if (c != EOF) ungetc(c, stdin);  /* NOTE: the next value's first character, or a second comma: an empty value */
+  after_kind = lines || c == EOF ? 0 : commas ? 1 : 2;
+  return n;
 }}
 /* The token as read, its bytes outside printable ASCII written \\xNN: no control character reaches the terminal. */
 static void put_token(void) {{
@@ -77,23 +110,28 @@ static int bad_input(long example, int i, const char* what) {{
 /* The example's value i into v: 0, or 1 after a message, or -1 at the end of the input before an example. */
 static int read_value(long example, int i, double* v) {{
   int n = read_token();
-  if (n == 0 && ferror(stdin)) {{
+  if (n < 0 && ferror(stdin)) {{
     fprintf(stderr, "error: cannot read the input\\n");
     return 1;
   }}
-  if (n == 0 && i == 0) return -1;
-  if (n == 0) {{
+  if (n < 0 && i == 0) return -1;
+  if (n < 0) {{
     fprintf(stderr, "error: the input ends inside example %ld: it has %d of the %d numbers an example needs\\n",
             example, i, {name}_IN_SIZE);
     return 1;
   }}
-  if (n >= (int)sizeof token) return bad_input(example, i, "(cut short) is too long for a number");
+  if (n >= (int)sizeof token) return bad_input(example, i, "(cut short) is too long for a number: " SG_VALUES);
   if ((int)strlen(token) != token_len) return bad_input(example, i, "holds a NUL byte, so it is not a number");
-  char* end;
+  if (after_kind && line_kind && after_kind != line_kind)
+    return bad_input(example, i, after_kind == 1 ? "is followed by a comma, but the values before it on its line by "
+                     "spaces only (decimal commas? write 3.5, not 3,5): " SG_VALUES ", the same along a line"
+                     : "is followed by spaces only, but the values before it on its line by commas (decimal commas? "
+                     "write 3.5, not 3,5): " SG_VALUES ", the same along a line");
+  line_kind = after_kind;
+{missing}  char* end;
   *v = strtod(token, &end);
-  if ((end == token || *end != 0) && strchr(token, ','))
-    return bad_input(example, i, "is not a number (separate the values with spaces or newlines, not commas)");
-  if (end == token || *end != 0) return bad_input(example, i, "is not a number");
+  if (n == 0) return bad_input(example, i, "is empty (nothing between two commas): " SG_VALUES);
+  if (end == token || *end != 0) return bad_input(example, i, "is not a number: " SG_VALUES);
   if (!isfinite(*v)) return bad_input(example, i, "is not a finite number");
   return 0;
 }}
@@ -138,9 +176,32 @@ FINITE = """    for (int i = 0; i < {size}; i++)
         return 1;
       }}"""
 
+# NOTE: inside read_value, after the token is read: a missing cell's token (data.missing_values, any case) at a value
+# training fills becomes the fill; elsewhere it is refused in words
+MISSING = """  {{
+    static const double fills[{n}] = {{{fills}}};
+    static const char* const missing[{count}] = {{{tokens}}};
+    for (int k = 0; k < {count}; k++) {{
+      const char *a = token, *b = missing[k];
+      while (*a && *b && tolower((unsigned char)*a) == *b) a++, b++;
+      if (*a || *b) continue;
+      if (i < {n} && !isnan(fills[i])) {{
+        *v = fills[i];
+        return 0;
+      }}
+      return bad_input(example, i, "is a missing value ({shown}), but the model fills no missing value there");
+    }}
+  }}
+"""
+
 SOFTMAX = """
-/* The softmax of each row, in double precision as `specgrad run` computes it. */
+/* The softmax of each row, in double precision as `specgrad run` computes it; one logit per row (binary cross-entropy)
+   gives the probability of the second class, its sigmoid. */
 static void softmax_rows(const float* x, float* p, int rows, int width) {
+  if (width == 1) {
+    for (int r = 0; r < rows; r++) p[r] = (float)(1.0 / (1.0 + exp(-(double)x[r])));
+    return;
+  }
   for (int r = 0; r < rows; r++, x += width, p += width) {
     double m = x[0], s = 0;
     for (int i = 1; i < width; i++) m = x[i] > m ? x[i] : m;
@@ -203,22 +264,44 @@ def export_c(spec: ValidSpec, model: Model, c_path: Path, meta: dict[str, str] |
     ins, outs = _ports(spec, contract, in_bufs, out_bufs)
     before, after, more = _around(spec, ins, outs)
     headers, kernels, arrays, calls = _kernels(items, ins, outs)
+    missing = _missing(spec, contract) if len(ins) == 1 else ""
     params = [f"const {_ctype(i.buf)}* {i.param}" for i in ins] + [f"{_ctype(o.buf)}* {p}" for o in outs
                                                                     for p in o.params]  # fmt: skip
     signature = f"void {name}_forward({', '.join(params)})"
     h_path = c_path.with_suffix(".h")
     guard = f"SPECGRAD_{name.upper()}_H"
     h = [f"/* {spec.values['name']}: generated by specgrad export; one example per call. */", *_sizes(name, ins, outs),
-         f"{signature};"]  # fmt: skip
+         *layout_comment(spec, contract, name, ins, outs), f"{signature};"]  # fmt: skip
     c = [*headers, "#include <math.h>", f'#include "{h_path.name}"', *kernels, *arrays, *more, f"{signature} {{",
-         *before, *calls, *after, "}", _runner(name, ins, outs)]  # fmt: skip
+         *before, *calls, *after, "}", _runner(name, ins, outs, missing)]  # fmt: skip
     atomic_write(h_path, "\n".join([f"#ifndef {guard}", f"#define {guard}", *h, "#endif", ""]).encode())
     atomic_write(c_path, "\n".join(c).encode())
     return h_path
 
 
+@contextmanager
+def _portable_vectors() -> Iterator[None]:
+    """The CLANG device lowers kernels with vectors of at most PORTABLE_VECTOR_BYTES meanwhile. Its own width is the
+    widest its compiler proves for this CPU (64 bytes with AVX-512), and a vector wider than the target's registers,
+    passed to or returned by the kernels' helpers, makes `cc` without that -march warn that it changes the ABI
+    (-Wpsabi); 16 bytes are SSE2's on every x86-64 and NEON's on every arm64, so the file builds cleanly anywhere."""
+    device = Device["CLANG"]
+    before = device.opts
+    device.opts = replace(before, vector_bytes=min(before.vector_bytes, PORTABLE_VECTOR_BYTES))
+    try:
+        yield
+    finally:
+        device.opts = before
+
+
 def _capture(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], list[Buffer], list[Buffer]]:
-    """The kernels of one forward pass (batch of 1) on CLANG, with the buffer of each input and of each output."""
+    """The kernels of one forward pass (batch of 1) on CLANG, with the buffer of each input and of each output,
+    lowered for a portable vector width."""
+    with _portable_vectors():
+        return _captured(spec, model)
+
+
+def _captured(spec: ValidSpec, model: Model) -> tuple[list[ExecItem], list[Buffer], list[Buffer]]:
     zeros = [
         np.zeros((1, *shape), np.float32 if is_float(dtype) else np.int32) for shape, dtype in spec.inputs.values()
     ]
@@ -392,6 +475,95 @@ def _not_float(spec: ValidSpec, what: str) -> None:
                        f"the model of {spec.path} {what}", "export it to ONNX instead")  # fmt: skip
 
 
+def layout_comment(spec: ValidSpec, contract: RunContract, name: str, ins: list[_Input], outs: list[_Output]
+                   ) -> list[str]:  # fmt: skip
+    """The header's account of an example's values and of what comes out, in order (the runner reads and prints the
+    same): each input's values (a csv's columns, each categorical one's one-hot positions or codes with their
+    categories, the fills of missing cells) and whether the function standardizes them; each output's class names in
+    order, or the target it predicts and in which units."""
+    printed = " and ".join(o.printed for o in outs)
+    lines = [f"What {name}_forward takes and gives for one example, in order; the runner reads the inputs in this "
+             f"order and prints {printed} on one line."]  # fmt: skip
+    for i in ins:
+        lines += _input_lines(spec, contract, name, i)
+    for o in outs:
+        lines += _output_lines(spec, o)
+    wrapped = [w for line in lines for w in textwrap.wrap(line, 114, subsequent_indent="    ", break_on_hyphens=False)]
+    return ["/*", *(f" * {w}".rstrip() for w in wrapped), " */"]
+
+
+def _input_lines(spec: ValidSpec, contract: RunContract, name: str, i: _Input) -> list[str]:
+    shape, dtype = spec.inputs[i.name]
+    columns = contract.columns if i.param == "input" else None
+    what = f"{i.param}: {i.buf.size} {_ctype(i.buf)} value{'s' * (i.buf.size != 1)}"
+    if columns is None:
+        values = f"token ids from 0 to {i.vocab - 1}" if i.vocab is not None else f"the {dtype} values"
+        lines = [f"{what}: {values} of one example of shape {list(shape)}, in C order (the last axis fastest)."]
+    else:
+        lines = [f"{what}, the csv's columns in this order:", *_column_lines(columns)]
+        lines += [_missing_line(columns, f) for f in columns.features if f in columns.missing]
+    if i.norm:
+        kept = ", one-hot values as 0 and 1" if columns is not None and columns.one_hot_mask().any() else ""
+        lines.append(f"  standardized by {name}_forward with the training split's mean and std ((x - mean) / std"
+                     f"{kept}): pass the values as the data holds them.")  # fmt: skip
+    else:
+        lines.append("  used as given: nothing standardizes them.")
+    return lines
+
+
+def _column_lines(columns: Columns) -> list[str]:
+    """A line per column: its position (or positions), its name and, for a categorical one, its categories."""
+    lines = []
+    for f, (at, enc, codes) in zip(columns.features, columns.slots()):
+        if enc == "one_hot":
+            where = f"[{at}]" if len(codes) == 1 else f"[{at}..{at + len(codes) - 1}]"
+            lines.append(f"  {where} {_comment(f)}: one-hot, 1 at the row's category and 0 at the others, in this "
+                         f"order: {', '.join(_comment(c) for c in codes)}")  # fmt: skip
+        elif enc == "index":
+            lines.append(f"  [{at}] {_comment(f)}: the category's code: "
+                         f"{', '.join(f'{k} {_comment(c)}' for c, k in codes.items())}")  # fmt: skip
+        else:
+            lines.append(f"  [{at}] {_comment(f)}")
+    return lines
+
+
+def _missing_line(columns: Columns, f: str) -> str:
+    how, fill = columns.missing[f]
+    if fill is None:
+        return f"  a missing {_comment(f)}: training left such rows out ({how}); the model has no value for it."
+    shown = f"the category {_comment(fill)}" if f in columns.categorical else _comment(fill)
+    return f"  a missing {_comment(f)}: training filled it with {shown} ({how}); pass that."
+
+
+def _output_lines(spec: ValidSpec, o: _Output) -> list[str]:
+    shape, head = spec.output_shape(o.name), o.head
+    size = f"{o.buf.size} float{'s' * (o.buf.size != 1)}{' each' * (len(o.params) > 1)}"
+    what = f"{' and '.join(o.params)} ({size})" + (f", the output {_comment(o.name)}" if len(spec.outputs) > 1 else "")
+    softmax = "; probabilities are the softmax of the logits" if len(o.params) > 1 else ""
+    if head.task == "classify":
+        names = head.class_names
+        if names == tuple(str(k) for k in range(len(names))):
+            return [f"{what}: one per class, the classes 0 to {len(names) - 1} in order{softmax}."]
+        order = [f"{k} {_comment(c)}" for k, c in enumerate(names)] if len(names) == shape[-1] else \
+            [_comment(c) for c in names]  # fmt: skip
+        return [f"{what}: one per class, in this order: {', '.join(order)}{softmax}."]
+    if head.task == "language":
+        return [f"{what}: for each of the {prod(shape[:-1])} positions, one per token id 0 to {shape[-1] - 1}"
+                f"{softmax}."]  # fmt: skip
+    if head.task == "regress":
+        target = (spec.values.get("data") or {}).get("target") if len(spec.outputs) == 1 else o.name
+        units = "in its own units (the model's standardized value times the training targets' std, plus their mean)" \
+            if head.target else "in its own units, as trained (data.normalize_target: false)"  # fmt: skip
+        return [f"{what}: the target {_comment(str(target))}, {units}."]
+    return [f"{what}: the model's own values, of shape {list(shape)}."]
+
+
+def _comment(text: str) -> str:
+    """Text from the data or the spec as a C comment shows it: control characters escaped, and nothing that ends the
+    comment, opens another or forms a trigraph (*/, /*, ??)."""
+    return label(text, None).replace("*/", "* /").replace("/*", "/ *").replace("??", "?.?")
+
+
 def _sizes(name: str, ins: list[_Input], outs: list[_Output]) -> list[str]:
     """The header's size macros: the numbers the runner reads and prints per example (IN_SIZE, OUT_SIZE), and for a
     model with several inputs or outputs the size of each parameter."""
@@ -415,7 +587,33 @@ def _input_check(i: _Input) -> tuple[str, str]:
     return f"v != floor(v) || v < {lo}.0 || v > {hi}.0", f"is not a whole number from {lo} to {hi} ({i.dtype})"
 
 
-def _runner(name: str, ins: list[_Input], outs: list[_Output]) -> str:
+def _missing(spec: ValidSpec, contract: RunContract) -> str:
+    """The runner's lines that read a missing cell of a csv's numeric column (data.missing_values, e.g. NA) as the
+    value training filled it with (data.missing, recorded with the weights); "" when no column has a fill. A
+    categorical column comes encoded, its fill's category included, as `run` encodes it."""
+    columns = contract.columns
+    fills = [math.nan] * (columns.width if columns is not None else 0)
+    for f, (at, enc, _) in zip(columns.features if columns is not None else (), columns.slots() if columns else []):
+        if enc is None and columns.fill(f) is not None:
+            fills[at] = float(columns.fill(f))
+    given = (spec.values.get("data") or {}).get("missing_values")
+    # NOTE: '' is an empty value between two commas (there is none between spaces)
+    tokens = sorted({t.strip().lower() for t in (MISSING_VALUES if given is None else given)})
+    if all(math.isnan(v) for v in fills) or not tokens:
+        return ""
+    listed = ", ".join(f'"{_c_string(t)}"' for t in tokens)
+    shown = "/".join(t or "empty" for t in tokens)
+    return MISSING.format(n=len(fills), fills=_array(np.array(fills, np.float64), "double")[2:-2].replace("\n", ""),
+                          tokens=listed, count=len(tokens), shown=_c_string(shown))  # fmt: skip
+
+
+def _c_string(text: str) -> str:
+    """Text as the inside of a C string literal: printable ASCII as it is, any other byte \\ooo."""
+    return "".join(c if 0x20 <= ord(c) < 0x7F and c not in '\\"' else "".join(f"\\{b:03o}" for b in c.encode())
+                   for c in text)  # fmt: skip
+
+
+def _runner(name: str, ins: list[_Input], outs: list[_Output], missing: str = "") -> str:
     """The command-line runner's main(): reads each example's inputs in order, prints its outputs on one line."""
     arrays = [f"  static {_ctype(i.buf)} {i.param}[{max(i.buf.size, 1)}];" for i in ins]
     arrays += [f"  static {_ctype(o.buf)} {p}[{max(o.buf.size, 1)}];" for o in outs for p in o.params]
@@ -432,4 +630,4 @@ def _runner(name: str, ins: list[_Input], outs: list[_Output]) -> str:
     printed = ", ".join(f"{o.printed} ({o.buf.size})" for o in outs) if several else outs[0].printed
     return RUNNER.format(name=name, layout=layout, printed=printed, arrays="\n".join(arrays), reads="\n".join(reads),
                          args=", ".join([i.param for i in ins] + [p for o in outs for p in o.params]),
-                         prints="\n".join(checks + prints))  # fmt: skip
+                         prints="\n".join(checks + prints), missing=missing)  # fmt: skip

@@ -4,7 +4,8 @@ each step (each layer kind's lowering is its `onnx` in the registry, modelspec.l
 task), the graph also standardizes a float input with the training statistics and ends in named outputs: "logits" and
 "probabilities" (softmax over the last axis) for a classifier or a language model, "prediction" (in the target's
 units) for a regression; the task, class names and statistics go into the model's metadata_props. Without a task the
-outputs are the spec's, as the model computes them.
+outputs are the spec's, as the model computes them. The model takes a csv's columns encoded and filled: the values
+training filled missing cells with (data.missing) are in the metadata's `columns`, for the caller to apply.
 
 Imports numpy, nn.state and modelspec (errors, graph, layers, builder, validate); onnx inside export_onnx (optional).
 """
@@ -87,7 +88,11 @@ def _finish(g: OnnxGraph, spec: ValidSpec, c: RunContract, o: str, prefix: str =
     g.scope = f"{prefix}output"
     y, shape = g.to_float(g.values.get(o, o)), spec.output_shape(o)
     if c.task in ("classify", "language"):
-        g.node("Softmax", g.node("Identity", y, out=f"{prefix}logits"), out=f"{prefix}probabilities", axis=-1)
+        logits = g.node("Identity", y, out=f"{prefix}logits")
+        if shape[-1] == 1:  # NOTE: one logit (binary_cross_entropy): the probability of the second class
+            g.node("Sigmoid", logits, out=f"{prefix}probabilities")
+        else:
+            g.node("Softmax", logits, out=f"{prefix}probabilities", axis=-1)
     elif c.target:
         g.node("Add", g.node("Mul", y, g.const(c.target["std"])), g.const(c.target["mean"]), out=f"{prefix}prediction")
     else:

@@ -11,7 +11,7 @@ from typing import Any
 from specgrad import Tensor
 from specgrad.modelspec.layers import LAYERS, Layer
 from specgrad.modelspec.ops import OPS
-from specgrad.modelspec.validate import ValidSpec
+from specgrad.modelspec.validate import ValidSpec, run_steps
 from specgrad.modelspec.weights import given_init, init_tensors, tie_target, weight_names
 from specgrad.nn.state import get_state_dict, load_state_dict
 
@@ -80,6 +80,6 @@ def _load_init(spec: ValidSpec, model: Model) -> None:
     """The init: file's tensors copied into the model's weights (names and shapes were checked by validation)."""
     index = {s.name: i for i, s in enumerate(spec.steps)}
     names = weight_names(spec.steps)
-    tensors = init_tensors(spec.node("init"), spec.path, names)
+    tensors = init_tensors(spec.node("init"), spec.path, names, run_steps)
     state = {f"steps.{index[names[k][0].name]}.1.{names[k][1]}": v for k, v in tensors.items()}
     load_state_dict(model, state, strict=False)

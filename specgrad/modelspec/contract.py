@@ -10,6 +10,7 @@ Imports numpy and modelspec.validate.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,7 +19,7 @@ import numpy as np
 
 from specgrad.helpers import prod
 from specgrad.modelspec.errors import excerpt
-from specgrad.modelspec.validate import ENCODINGS, ValidSpec, is_float
+from specgrad.modelspec.validate import ENCODINGS, REGRESSION_LOSSES, STRATEGIES, ValidSpec, is_float
 
 TASKS = ("classify", "regress", "language", "multi")  # NOTE: multi: several inputs or outputs, a contract per output
 OUTPUTS = {"classify": ("logits", "probabilities"), "language": ("logits", "probabilities"), "regress": ("prediction",)}
@@ -40,6 +41,13 @@ class Columns:
 
     features: tuple[str, ...]
     categorical: dict[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)  # name -> (encoding, values)
+    # NOTE: name -> (strategy, the cell's value that fills it: a number's repr or a category; None for drop_row), the
+    # training rows' (data.missing, data.missing_columns), so that run, evaluate and the exports fill the same
+    missing: dict[str, tuple[str, str | None]] = field(default_factory=dict)
+
+    def fill(self, name: str) -> str | None:
+        """What fills a missing cell of the column, or None (no strategy, or drop_row: nothing to fill it with)."""
+        return self.missing[name][1] if name in self.missing else None
 
     @property
     def is_index(self) -> bool:
@@ -90,9 +98,12 @@ class Columns:
         return f"{' + '.join(parts)} = {self.width} value{'s' * (self.width != 1)} per example"
 
     def to_meta(self) -> str:
+        # NOTE: "missing" is left out when there is none, so weights without missing values keep their metadata
+        missing = {k: {"strategy": m, "fill": v} for k, (m, v) in self.missing.items()}
         return json.dumps({"features": list(self.features),
                            "categorical": {k: {"encoding": e, "values": list(v)} for k, (e, v) in
-                                           self.categorical.items()}})  # fmt: skip
+                                           self.categorical.items()},
+                           **({"missing": missing} if missing else {})})  # fmt: skip
 
     @staticmethod
     def from_meta(text: str) -> Columns:
@@ -101,14 +112,28 @@ class Columns:
         try:
             features, cats = value["features"], value["categorical"]
             categorical = {k: (c["encoding"], tuple(c["values"])) for k, c in cats.items()}
+            missing = {k: (m["strategy"], m["fill"]) for k, m in value.get("missing", {}).items()}
             ok = all(isinstance(f, str) for f in features) and all(
                 e in ENCODINGS and k in features and all(isinstance(v, str) for v in vs)
-                for k, (e, vs) in categorical.items())  # fmt: skip
+                for k, (e, vs) in categorical.items()) and all(
+                k in features and how in (*STRATEGIES, "fill") and (fill is None) == (how == "drop_row")
+                and (fill is None or _fills(fill, categorical.get(k)))
+                for k, (how, fill) in missing.items())  # fmt: skip
         except (KeyError, TypeError, AttributeError):
             ok = False
         if not ok:
             raise ContractError(f"the weights' columns ({text[:80]}) are not what specgrad writes")
-        return Columns(tuple(features), categorical)
+        return Columns(tuple(features), categorical, missing)
+
+
+def _fills(fill: Any, categorical: tuple[str, tuple[str, ...]] | None) -> bool:
+    """A fill training writes: one of a categorical column's categories, else a finite number's text."""
+    if categorical is not None or not isinstance(fill, str):
+        return categorical is not None and fill in categorical[1]
+    try:
+        return math.isfinite(float(fill))
+    except ValueError:
+        return False
 
 
 @dataclass(frozen=True)
@@ -249,7 +274,7 @@ def _unwritten_named(spec: ValidSpec, meta: dict[str, str]) -> list[str]:
             ret.append(f"normalization of the input {name} (its training mean and std: data.normalize is true)")
     for name, (loss, _) in spec.losses.items():
         head = outs.get(name) if isinstance(outs.get(name), dict) else {}
-        if loss == "mse" and data["normalize_target"] and not head.get("target_normalization"):
+        if loss in REGRESSION_LOSSES and data["normalize_target"] and not head.get("target_normalization"):
             ret.append(f"target_normalization of the output {name} (its training targets' mean and std: "
                        "data.normalize_target is true)")  # fmt: skip
     return ret
@@ -272,7 +297,7 @@ def spec_task(spec: ValidSpec, output: str | None = None) -> str | None:
     if not (spec.values.get("data") or {}).get("source"):
         return None
     loss = spec.losses[output or spec.outputs[0]][0]
-    if loss == "mse":
+    if loss in REGRESSION_LOSSES:
         return "regress"
     return "language" if spec.values["data"].get("source") == "text" and output is None else "classify"
 
@@ -298,10 +323,11 @@ def _head(task: str, out_shape: tuple[int, ...], meta: dict[str, str], where: st
     names: tuple[str, ...] = ()
     if task == "classify":
         given = _json(meta, "class_names", None) or None
-        names = tuple(str(k) for k in range(out_shape[-1])) if given is None else \
+        classes = 2 if out_shape[-1] == 1 else out_shape[-1]  # NOTE: one logit (binary_cross_entropy): two classes
+        names = tuple(str(k) for k in range(classes)) if given is None else \
             tuple(given) if isinstance(given, list) else ()  # fmt: skip
-        if len(names) != out_shape[-1] or not all(isinstance(n, str) for n in names):
-            raise ContractError(f"the weights' class_names{where} must be {out_shape[-1]} strings, one per output, "
+        if len(names) != classes or not all(isinstance(n, str) for n in names):
+            raise ContractError(f"the weights' class_names{where} must be {classes} strings, one per class, "
                                 f"got {meta['class_names'][:80]}")  # fmt: skip
         if twice := first_repeat(names):
             raise ContractError(f"the weights' class_names{where} name '{excerpt(twice, 40)}' twice: training writes "

@@ -19,9 +19,19 @@ from specgrad.modelspec.layers.base import words
 from specgrad.modelspec.loader import YNode
 from specgrad.modelspec.ops import OPS
 from specgrad.modelspec.resolve import substitute_in
-from specgrad.modelspec.schema import REQUIRED, Field, Section, check_section, describe, did_you_mean, with_defaults
+from specgrad.modelspec.schema import (
+    REQUIRED,
+    Field,
+    Section,
+    check_section,
+    describe,
+    did_you_mean,
+    unknown_key_hint,
+    with_defaults,
+)
 
 NODE_KEYS = ("name", "from", "layer", "op", "block", "repeat", "with")
+BLOCK_NODE_KEYS = ("name", "from", "block", "repeat", "with")
 MAX_STEPS = 10_000  # NOTE: layers and ops of the expanded model: repeat inside repeat multiplies
 MAX_BLOCK_DEPTH = 8  # NOTE: blocks inside blocks
 MAX_NAME = 64  # NOTE: characters of a node's or an input's name
@@ -188,7 +198,7 @@ def _graph_node(item: YNode, at: str, blocks: dict[str, YNode]) -> tuple[_Node |
         hint = did_you_mean(what, list(blocks)) or known
         return None, problems + [Problem(f"unknown block '{excerpt(what)}' in {at}", what_node.loc, hint)]
     problems += [Problem(f"unknown key '{excerpt(k)}' in {at}", (rest.key_locs or {}).get(k, item.loc),
-                         did_you_mean(k, list(NODE_KEYS))) for k in rest.value]  # fmt: skip
+                         unknown_key_hint(k, BLOCK_NODE_KEYS)) for k in rest.value]  # fmt: skip
     repeat = v.get("repeat")
     found = check_section(YNode({"repeat": repeat}, item.loc, "map", key_locs={"repeat": repeat.loc}),
                           REPEAT, at) if repeat else []  # fmt: skip

@@ -56,6 +56,12 @@ def did_you_mean(word: str, options: list[str] | tuple[str, ...]) -> str | None:
     return f"did you mean '{close[0]}'?" if close else None
 
 
+def unknown_key_hint(key: str, options: list[str] | tuple[str, ...]) -> str:
+    """The hint of an unknown key: the close one if there is one, then every key its section takes (a typo far from
+    all of them, or a key of another tool such as early stopping's `monitor`, still shows what to write)."""
+    return " ".join(x for x in (did_you_mean(key, options), f"valid keys: {', '.join(options)}") if x)
+
+
 def kind_of(node: YNode) -> str:
     if node.kind == "map":
         return "map"
@@ -132,7 +138,7 @@ def check_section(node: YNode, section: Section, where: str) -> list[Problem]:
             loc = node.key_locs[key] if node.key_locs else value.loc
             place = f"in {where}" if where else "at the top level"
             problems.append(Problem(f"unknown key '{excerpt(key)}' {place}", loc,
-                                    did_you_mean(key, list(section.fields))))  # fmt: skip
+                                    unknown_key_hint(key, list(section.fields))))  # fmt: skip
             continue
         problems += check_value(value, section.fields[key], f"{where}.{key}" if where else key)
     for key, f in section.fields.items():

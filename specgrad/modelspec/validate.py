@@ -7,7 +7,9 @@ Imports errors, files, loader, resolve, schema, layers and graph (all in modelsp
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -56,6 +58,9 @@ INPUT = Section("input", "the shape of one example", {
 SOURCES = ("digits", "text", "csv", "npz", "images", "spirals", "sine")
 TASKS = ("classify", "regress")
 ENCODINGS = ("one_hot", "index")  # NOTE: how a categorical csv column is given to the model (data.categorical)
+DELIMITERS = (",", ";", "\t", "|")  # NOTE: what data.delimiter may be, and what is sniffed when it is not given
+MISSING_VALUES = ("", "NA", "N/A", "NaN", "?", "null")  # NOTE: a csv's missing cells, compared case-insensitively
+STRATEGIES = ("drop_row", "mean", "median", "mode")  # NOTE: what fills a missing csv cell, besides {fill: VALUE}
 AUGMENT = Section("augment", "random changes to each training example, drawn anew every step from the seed (never to "
                   "validation examples)", {
     "crop": Field("int", "pad each image by this many pixels on every side and cut a random window of its own size "
@@ -100,6 +105,29 @@ DATA = Section("data", "where examples come from and how they are batched", {
     "normalize": Field("bool", "scale inputs by statistics of the training split", True),
     "normalize_target": Field("bool", "standardize regression targets by statistics of the training split (losses, "
                                       "metrics and predictions are still reported in the target's own units)", True),
+    "delimiter": Field("str", "what separates a csv's cells: ',', ';', '\\t' (a tab, written in double quotes) or "
+                              "'|' (none: sniffed from the header and the first rows; validate prints it)", None,
+                       choices=DELIMITERS),
+    "decimal": Field("str", "the decimal mark of a csv's numbers: '.' or ',' (3,5; the cells then separated by ';' "
+                            "or tabs); thousands separators (1,234.5) are refused", ".", choices=(".", ",")),
+    "missing_values": Field("list", "the csv cells that are missing, compared case-insensitively once spaces are "
+                                    "stripped ('' is an empty cell)", list(MISSING_VALUES),
+                            item=Field("str", "a cell's text", REQUIRED)),
+    "missing": Field("any", "what fills a missing cell of a csv feature: drop_row (the row is left out), mean or "
+                            "median (numeric columns; a categorical column takes its mode), mode (the most frequent "
+                            "value), or {fill: VALUE}; computed on the training rows and saved with the weights "
+                            "(none: a missing cell is an error; a missing target always drops its row)", None),
+    "missing_columns": Field("map", "column: strategy, as data.missing, for single csv columns (over data.missing; "
+                                    "mean and median for numeric columns only)", None),
+    "split_seed": Field("int", "seed of the validation and test split alone (none: the spec's seed); with it given, "
+                               "runs of different seeds train and validate on the same examples", None, min=0,
+                        max=2**32 - 1),
+    "stratify": Field("bool", "keep each class's share of the examples in the validation and test splits (to within "
+                              "one example per class), for class labels of a single-output model; false: a plain "
+                              "random split", True),
+    "class_names": Field("list", "names of whole-number class labels, in label order (label k is name k): shown by "
+                                 "run, evaluate and the exports instead of the numbers", None,
+                         item=Field("str", "a class name", REQUIRED)),
 })  # fmt: skip
 # NOTE: which data keys each source needs (cross-field check)
 SOURCE_NEEDS = {"text": (("path", "corpus"), "context"), "csv": ("path", "target"), "npz": ("path",),
@@ -107,8 +135,35 @@ SOURCE_NEEDS = {"text": (("path", "corpus"), "context"), "csv": ("path", "target
 
 OPTIMIZER_NAMES = ("sgd", "adam", "adamw")
 EXPORTS = ("safetensors", "onnx", "c")
+# NOTE: the validation metrics, and whether higher is better: losses and errors fall, the rest rise. topK (K in
+# TOP_K_RANGE) is the top-k accuracy; precision, recall and f1 are macro averages over the classes
+METRICS = {"loss": False, "accuracy": True, "mae": False, "rmse": False, "r2": True, "precision": True,
+           "recall": True, "f1": True, "auc": True}  # fmt: skip
+TOP_K_RANGE = (2, 100)
+METRIC_WORDS = f"{', '.join(METRICS)} or topK (top-k accuracy, such as top5; K from {TOP_K_RANGE[0]} to " \
+               f"{TOP_K_RANGE[1]})"  # fmt: skip
+
+
+def top_k(name: str) -> int | None:
+    """k of a top-k accuracy's name ('top5' -> 5), else None."""
+    m = re.fullmatch(r"top([1-9][0-9]*)", name)
+    return int(m.group(1)) if m and TOP_K_RANGE[0] <= int(m.group(1)) <= TOP_K_RANGE[1] else None
+
+
+def is_metric(name: str) -> bool:
+    """A validation metric's name, of the whole model or (<output>.<metric>) of one output."""
+    base = name.rpartition(".")[2]
+    return base in METRICS or top_k(base) is not None
+
+
+def higher_is_better(name: str) -> bool:
+    base = name.rpartition(".")[2]
+    return METRICS.get(base, top_k(base) is not None)
+
+
 EARLY_STOPPING = Section("early_stopping", "stop when a validation metric stops improving", {
-    "metric": Field("str", "the metric watched", "loss", choices=("loss", "accuracy")),
+    "metric": Field("str", f"the metric watched (it also picks the best epoch): {METRIC_WORDS}; lower is better for "
+                           "loss, mae and rmse, higher for the others", "loss"),
     "patience": Field("int", "epochs without improvement before stopping", 5, min=1, max=10_000),
     "min_delta": Field("float", "the smallest change that counts as improvement", 0.0, min=0.0)})  # fmt: skip
 CHECKPOINT = Section("checkpoint", "when checkpoints are written and how many are kept", {
@@ -116,16 +171,24 @@ CHECKPOINT = Section("checkpoint", "when checkpoints are written and how many ar
     "keep": Field("int", "how many recent checkpoints to keep", 3, min=1, max=1000),
     "keep_best": Field("bool", "also keep the checkpoint with the best validation metric", True)})  # fmt: skip
 SCHEDULES = ("constant", "step", "exponential", "cosine")
-LOSSES = ("cross_entropy", "mse")
+LOSSES = ("cross_entropy", "mse", "mae", "huber", "binary_cross_entropy")
+REGRESSION_LOSSES = ("mse", "mae", "huber")  # NOTE: the others learn class labels
+LOSS_WORDS = ("cross_entropy (class labels), binary_cross_entropy (two classes, one output logit), mse, mae or huber "
+              "(numbers)")  # fmt: skip
 LOSS = Section("loss", "one output's loss and its share of the total", {
-    "loss": Field("str", "what training minimises for this output: cross_entropy (class labels) or mse (numbers)",
-                  REQUIRED, choices=LOSSES),
+    "loss": Field("str", f"what training minimises for this output: {LOSS_WORDS}", REQUIRED, choices=LOSSES),
     "weight": Field("float", "the output's weight in the total loss, the weighted sum of every output's loss", 1.0,
                     min=0.0, max=1e6)})  # fmt: skip
 TRAIN = Section("train", "how the model is trained", {
     "epochs": Field("int", "passes over the training data", 10, min=1, max=1_000_000),
     "steps": Field("int", "training steps in all (instead of epochs)", None, min=1, max=1 << 40),
-    "loss": Field("str", "what training minimises (a model with one output)", "cross_entropy", choices=LOSSES),
+    "loss": Field("str", f"what training minimises (a model with one output): {LOSS_WORDS}", "cross_entropy",
+                  choices=LOSSES),
+    "huber_delta": Field("float", "where the huber loss turns from squared to linear, in the target's units", 1.0,
+                         min=1e-6, max=1e6),
+    "class_weights": Field("any", "each class's weight in cross_entropy or binary_cross_entropy (a model with one "
+                                  "output): balanced (n / (classes * count of the class) in the training split), or "
+                                  "class: weight (classes not named weigh 1; none: all 1)", None),
     "losses": Field("map", "a loss per output, for a model with several: output name -> {loss, weight}; training "
                            "minimises the weighted sum (none: train.loss for the one output)", None),
     "optimizer": Field("str", "the update rule", "adam", choices=OPTIMIZER_NAMES),
@@ -141,8 +204,9 @@ TRAIN = Section("train", "how the model is trained", {
     "clip_grad_norm": Field("float", "largest allowed global gradient norm (none: no clipping)", None, min=0.0),
     "log_every": Field("int", "write the training loss to metrics.jsonl every this many steps", 10, min=1,
                        max=1_000_000),
-    "metrics": Field("list", "what is reported each epoch", ["accuracy"],
-                     item=Field("str", "a metric", REQUIRED, choices=("accuracy", "loss"))),
+    "metrics": Field("list", "validation metrics reported each epoch besides the loss (and a classifier's accuracy, "
+                             f"a mse regression's rmse): {METRIC_WORDS}; those that do not fit an output's task are "
+                             "left out", ["accuracy"], item=Field("str", "a metric", REQUIRED)),
     "early_stopping": Field("map", "stop when a validation metric stops improving (none: never)", None,
                             section=EARLY_STOPPING),
     "checkpoint": Field("map", "checkpoint cadence", None, section=CHECKPOINT),
@@ -265,6 +329,7 @@ def validate_file(
     problems += found + block_problems
     problems += _check_data(root.get("data"), data_files, str(path)) + _check_name(root.get("name"))
     problems += _check_needs_validation(root) + _check_splits(root) + _loss_entries(root.get("train"))
+    problems += _metric_entries(root.get("train")) + _class_weight_entries(root.get("train"))
     model = root.value.get("model")
     nodes, outputs = [], ()
     if model is not None:
@@ -274,7 +339,7 @@ def validate_file(
     variables = root.get("vars").value if root.get("vars") is not None and root.get("vars").kind == "map" else {}
     steps, shapes = infer(nodes, {k: (s, loc) for k, (s, _, loc) in inputs.items()}, blocks, variables)
     steps, problems = check_weights(tuple(steps), root.get("init"), str(path),
-                                    data_files if init_file is None else init_file)  # fmt: skip
+                                    data_files if init_file is None else init_file, run_steps)  # fmt: skip
     _raise(problems)
     outputs = outputs or (steps[-1].name,)
     _raise(_check_losses(root, outputs))
@@ -285,6 +350,11 @@ def validate_file(
     _check_inputs_fit_data(spec, root)
     _check_budget(spec, model.loc)
     return spec
+
+
+def run_steps(resolved: str) -> tuple[Step, ...]:
+    """The steps of a run folder's spec.resolved.yaml, which name its weights (init.from a run folder)."""
+    return validate_file(resolved, data_files=False, init_file=False).steps
 
 
 def _plain(root: YNode, key: str, f: Field) -> Any:
@@ -372,6 +442,7 @@ def _check_data(node: YNode | None, data_files: bool, spec: str) -> list[Problem
                                     item.loc, "list each column once"))  # fmt: skip
         seen.setdefault(item.value, item.loc.line)
     problems += _check_categorical(node, [x.value for x in items if x.kind == "scalar"] if items else None)
+    problems += _check_missing(node, [x.value for x in items if x.kind == "scalar"] if items else None)
     for key in ("path", "test_path"):
         path = node.get(key)
         if not data_files or path is None or not isinstance(path.value, str):
@@ -418,6 +489,57 @@ def _check_categorical(node: YNode, features: list[Any] | None) -> list[Problem]
     return problems
 
 
+def _check_missing(node: YNode, features: list[Any] | None) -> list[Problem]:
+    """data.missing and data.missing_columns: a strategy or {fill: VALUE} each; columns that are features, never the
+    target (a missing target drops its row); mean and median for numeric columns only; decimal ',' not with a ','
+    delimiter."""
+    default = node.get("missing")  # NOTE: null is the default: a missing cell is an error
+    problems = strategy_problems(default, "data.missing") if default is not None and default.value is not None else []
+    cols, target, cats = node.get("missing_columns"), node.get("target"), node.get("categorical")
+    categorical = cats.value if cats is not None and cats.kind == "map" else {}
+    for name, value in cols.value.items() if cols is not None and cols.kind == "map" else ():
+        key_loc, where = (cols.key_locs or {}).get(name, value.loc), f"data.missing_columns.{excerpt(str(name))}"
+        problems += strategy_problems(value, where)
+        if target is not None and name == target.value:
+            problems.append(Problem(f"data.missing_columns names the target column '{excerpt(str(name))}': a row "
+                                    "whose target is missing is left out, never filled", key_loc,
+                                    "remove it from missing_columns"))  # fmt: skip
+        elif features is not None and name not in features:
+            problems.append(Problem(f"data.missing_columns names the column '{excerpt(str(name))}', which "
+                                    "data.features does not list: only the model's features are filled", key_loc,
+                                    "add it to data.features, or remove it from missing_columns"))  # fmt: skip
+        elif name in categorical and value.kind == "scalar" and value.value in ("mean", "median"):
+            problems.append(Problem(f"{where} is {value.value}, but the column is categorical: categories have no "
+                                    f"{value.value}", value.loc, "use mode (the most frequent category), drop_row, "
+                                    "or {fill: VALUE}"))  # fmt: skip
+    decimal, delimiter = node.get("decimal"), node.get("delimiter")
+    if decimal is not None and decimal.value == "," and delimiter is not None and delimiter.value == ",":
+        problems.append(Problem("data.decimal is ',' and so is data.delimiter: a cell 3,5 would be two cells",
+                                decimal.loc, "set data.delimiter: ';' (or a tab), as the file separates its "
+                                "cells"))  # fmt: skip
+    return problems
+
+
+def strategy_problems(node: YNode, where: str) -> list[Problem]:
+    """One of STRATEGIES, or {fill: VALUE} with a text or number VALUE."""
+    if node.kind == "scalar" and node.value in STRATEGIES:
+        return []
+    fill = node.value.get("fill") if node.kind == "map" else None
+    if node.kind == "map" and set(node.value) == {"fill"} and fill.kind == "scalar" and \
+            isinstance(fill.value, (str, int, float)) and not isinstance(fill.value, bool):  # fmt: skip
+        if not isinstance(fill.value, str) and not math.isfinite(fill.value):
+            return [Problem(f"{where}.fill must be a finite number or a category, got {describe(fill)}", fill.loc)]
+        if isinstance(fill.value, str) and not fill.value.strip():
+            return [Problem(f"{where}.fill is empty: it would fill a missing cell with another one", fill.loc,
+                            "fill with a number, or a category such as unknown")]  # fmt: skip
+        return []
+    hint = did_you_mean(str(node.value), STRATEGIES) if node.kind == "scalar" else None
+    if node.kind == "map" and set(node.value) != {"fill"}:
+        hint = "the one key is fill, e.g. {fill: 0}"
+    return [Problem(f"{where} must be one of {', '.join(STRATEGIES)} or {{fill: VALUE}}; got {describe(node)}",
+                    node.loc, hint or "e.g. missing: median, or missing: {fill: 0}")]  # fmt: skip
+
+
 def index_mix_problem(column: str, others: list[str], loc: Location | None) -> Problem:
     """Index codes feed one embedding, so every feature must be an index column."""
     shown = ", ".join(excerpt(o, 40) for o in others[:5]) + (", ..." if len(others) > 5 else "")
@@ -459,6 +581,39 @@ def _check_name(node: YNode | None) -> list[Problem]:
     return [Problem(f"name {why}: it names the run folders (runs/<name>-<n>), so it must be one plain folder name",
                     node.loc, f"use letters, digits, '-', '_' and '.', starting with a letter, digit or '_', at most "
                     f"{MAX_NAME} characters; for example my-model_2")]  # fmt: skip
+
+
+def _metric_entries(train: YNode | None) -> list[Problem]:
+    """train.metrics and train.early_stopping.metric name metrics (never a loss: `mae` is a metric, not 'mse'); which
+    fit the data's task is checked once the data is read."""
+    if train is None or train.kind != "map":
+        return []
+    listed = train.get("metrics")
+    nodes = [(f"train.metrics[{i}]", x) for i, x in enumerate(listed.value)] if listed is not None and \
+        listed.kind == "seq" else []  # fmt: skip
+    stop = train.get("early_stopping")
+    if stop is not None and stop.kind == "map" and stop.get("metric") is not None:
+        nodes.append(("train.early_stopping.metric", stop.get("metric")))
+    return [Problem(f"{where} must be a metric: {METRIC_WORDS}; got {describe(x)}", x.loc,
+                    did_you_mean(str(x.value), [*METRICS, "top5"]))
+            for where, x in nodes if x.kind == "scalar" and isinstance(x.value, str) and not (
+                is_metric(x.value) if where.endswith("early_stopping.metric") else x.value in METRICS or
+                top_k(x.value) is not None)]  # fmt: skip
+
+
+def _class_weight_entries(train: YNode | None) -> list[Problem]:
+    """train.class_weights is balanced or class: weight (a number 0 or more); which classes exist, the data says."""
+    node = train.get("class_weights") if train is not None and train.kind == "map" else None
+    if node is None or node.value is None or (node.kind == "scalar" and node.value == "balanced"):
+        return []
+    hint = "write class_weights: balanced, or a weight per class, e.g. {yes: 3.0, no: 1.0}"
+    if node.kind != "map":
+        return [Problem(f"train.class_weights must be balanced or a mapping class: weight, got {describe(node)}",
+                        node.loc, did_you_mean(str(node.value), ["balanced"]) or hint)]  # fmt: skip
+    bad = [(k, v) for k, v in node.value.items() if v.kind != "scalar" or isinstance(v.value, bool) or
+           not isinstance(v.value, (int, float)) or not 0 <= v.value <= 1e6]  # fmt: skip
+    return [Problem(f"train.class_weights.{excerpt(str(k))} must be a number from 0 to 1000000, got {describe(v)}",
+                    v.loc) for k, v in bad]  # fmt: skip
 
 
 def _loss_entries(train: YNode | None) -> list[Problem]:

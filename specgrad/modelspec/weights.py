@@ -2,7 +2,9 @@
 and counted once), `trainable: false`, `lr_scale:` (a learning-rate multiplier), and the spec's `init: {from:
 weights.safetensors, map: {...}}` (start from existing weights, checked name by name and shape by shape). A model
 weight is named by its layer's name and its key: `emb.weight`, `3.bias` (the fourth entry of a layer list),
-`blocks.0.attn.in_proj_weight` (a layer inside a block copy).
+`blocks.0.attn.in_proj_weight` (a layer inside a block copy). `init.from` may name specgrad's own weights (a run folder,
+its model.safetensors or a checkpoint): their internal names (`steps.0.1.weight`: the model's step 0) are translated
+into these names by the run folder's spec.resolved.yaml, and the weights both specs have are loaded.
 
 Validation calls check_weights; the builder reads ties, frozen layers, lr scales and init from the validated spec.
 Imports modelspec (errors, files, layers, loader, schema) and nn.state (safetensors headers only).
@@ -10,7 +12,10 @@ Imports modelspec (errors, files, layers, loader, schema) and nn.state (safetens
 
 from __future__ import annotations
 
-from dataclasses import replace
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -30,7 +35,8 @@ if TYPE_CHECKING:
     from specgrad.modelspec.graph import Step
 
 INIT = Section("init", "start from existing weights: a safetensors file and which of its tensors go where", {
-    "from": Field("str", "a .safetensors file (relative to the spec's folder)", REQUIRED),
+    "from": Field("str", "a .safetensors file, or a run folder (its model.safetensors, read by weight name), "
+                  "relative to the spec's folder", REQUIRED),
     "map": Field("map", "model weight -> tensor name in the file (left out: the file's names are the model's)",
                  None)})  # fmt: skip
 
@@ -51,11 +57,11 @@ def tie_target(step: Step, names: set[str]) -> str | None:
     return local if local in names else tie
 
 
-def check_weights(steps: tuple[Step, ...], init: YNode | None, spec: str, read_files: bool
+def check_weights(steps: tuple[Step, ...], init: YNode | None, spec: str, read_files: bool, steps_of: StepsOf
                   ) -> tuple[tuple[Step, ...], list[Problem]]:  # fmt: skip
     """Ties checked (a layer above, with a weight of the same shape) and their weight taken out of the tying layer's
-    parameter count; `init` checked (its map always, against the file's header when `read_files`). Every problem at
-    once; a tie written in a block is reported once, not once per copy."""
+    parameter count; `init` checked (its map always, against the file's header when `read_files`; `steps_of` names a
+    run folder's weights). Every problem at once; a tie written in a block is reported once, not once per copy."""
     problems: dict[Location | None, Problem] = {}
     order = {s.name: i for i, s in enumerate(steps)}
     out = list(steps)
@@ -69,7 +75,7 @@ def check_weights(steps: tuple[Step, ...], init: YNode | None, spec: str, read_f
             continue
         out[i] = replace(s, params=s.params - prod(LAYERS[s.what].weights(s.in_shapes[0], s.args)["weight"]))
     if (init := given_init(init)) is not None and not problems:
-        return tuple(out), _init_problems(init, weight_names(out), spec, read_files)
+        return tuple(out), _init_problems(init, weight_names(out), spec, read_files, steps_of)
     return tuple(out), list(problems.values())
 
 
@@ -117,11 +123,108 @@ def init_file(init: YNode, spec: str) -> str:
     return named_file(node.value, named_in, spec, node.loc, "init.from")
 
 
-def _init_problems(init: YNode, names: dict[str, tuple[Step, str, Shape]], spec: str, read_files: bool
-                   ) -> list[Problem]:  # fmt: skip
+# NOTE: train.run_folder's names (train imports modelspec, never the other way)
+RUN_SPEC, RUN_WEIGHTS, RUN_CHECKPOINTS = "spec.resolved.yaml", "model.safetensors", "checkpoints"
+INTERNAL = re.compile(r"(?:model\.)?steps\.(\d+)\.1\.(.+)")  # NOTE: a model's state-dict name (a checkpoint's: model.*)
+StepsOf = Callable[[str], "tuple[Step, ...]"]  # NOTE: a spec file's validated steps (validate_file, from the caller)
+
+
+@dataclass(frozen=True)
+class InitPlan:
+    """What init: loads from `path`: model weight -> the file's tensor; for specgrad's own weights (`named`, matched by
+    weight name), also the model's weights the file lacks (they start from the seed) and the file's weights the model
+    lacks (left out)."""
+
+    path: str
+    header: dict[str, Any] = field(repr=False)
+    pairs: dict[str, str]
+    named: bool = False
+    fresh: tuple[str, ...] = ()
+    unused: tuple[str, ...] = ()
+
+
+def init_plan(init: YNode, spec: str, names: dict[str, tuple[Step, str, Shape]], steps_of: StepsOf) -> InitPlan:
+    """The file init.from names (a run folder: its model.safetensors), its header, and which tensor each model weight
+    starts from: init.map's, else the file's names, translated by its run folder's spec when specgrad wrote it."""
+    src, given = init.get("from"), init.get("map")
+    path = weights_file(init_file(init, spec), str(src.value), src.loc)
+    check_regular(path, src.loc, "init.from", str(src.value))
+    header = safe_load(path, device="disk")
+    if given is not None and given.value:
+        return InitPlan(path, header, {k: str(v.value) for k, v in given.value.items()})
+    return matched(path, header, names, str(src.value), src.loc, steps_of)
+
+
+def matched(path: str, header: dict[str, Any], names: dict[str, tuple[Step, str, Shape]], shown: str,
+            loc: Location | None, steps_of: StepsOf) -> InitPlan:  # fmt: skip
+    """The plan of a weights file without a map: specgrad's own matched by weight name, any other by its own names."""
+    found = run_names(path, header, shown, loc, steps_of)
+    if found is None:
+        return InitPlan(path, header, {k: k for k in header})
+    layers = {n.rpartition(".")[0] for n in names}
+    tied = {k for k, (s, key, _) in names.items() if key == "weight" and tie_target(s, layers) is not None}
+    pairs = {k: found[k] for k in names if k in found and k not in tied}  # NOTE: in the model's order
+    fresh = tuple(k for k in names if k not in found and k not in tied)
+    return InitPlan(path, header, pairs, True, fresh, tuple(k for k in found if k not in names))
+
+
+def weights_file(path: str, shown: str, loc: Location | None, key: str = "init.from") -> str:
+    """A weights file named by `key` (`shown` as written): itself, or a run folder's model.safetensors."""
+    if not os.path.isdir(path):
+        return path
+    if not os.path.isfile(os.path.join(path, RUN_SPEC)):
+        raise SpecError.at(loc, f"{key}: {shown} is a folder, but not a run folder (it has no {RUN_SPEC})",
+                           "name a .safetensors file, or a run folder `specgrad train` wrote")  # fmt: skip
+    weights = os.path.join(path, RUN_WEIGHTS)
+    if not os.path.lexists(weights):
+        raise SpecError.at(loc, f"{key}: the run folder {shown} has no {RUN_WEIGHTS} (its run has not finished)",
+                           f"name one of its checkpoints: {shown}/{RUN_CHECKPOINTS}/epoch-NNNNN.safetensors"
+                           )  # fmt: skip
+    return weights
+
+
+def run_spec(path: str) -> str | None:
+    """The spec.resolved.yaml of the run folder a weights file lies in: beside it, or above checkpoints/."""
+    folder = os.path.dirname(path)
+    folder = os.path.dirname(folder) if os.path.basename(folder) == RUN_CHECKPOINTS else folder
+    spec = os.path.join(folder, RUN_SPEC)
+    return spec if os.path.isfile(spec) else None
+
+
+def run_names(path: str, header: dict[str, Any], shown: str, loc: Location | None, steps_of: StepsOf
+              ) -> dict[str, str] | None:  # fmt: skip
+    """Weight name -> tensor of the file at `path` (its `header`) when specgrad wrote it (every tensor named by its
+    step, as `steps.0.1.weight`; a checkpoint's as `model.steps.0.1.weight`, beside `optimizer.*`), named by the spec
+    of the run folder it lies in, whose shapes it must have; None for any other file (its names are the model's own)."""
+    internal = {k: m for k in header if (m := INTERNAL.fullmatch(k))}
+    if not internal or any(k not in internal and not k.startswith("optimizer.") for k in header):
+        return None
+    if (resolved := run_spec(path)) is None:
+        raise SpecError.at(loc, f"{shown} holds specgrad's step-numbered tensors "
+                           f"('{excerpt(next(iter(internal)))}'), but no {RUN_SPEC} of a run folder beside it says "
+                           "which weights they are", "name the run folder it came from (init: {from: "
+                           "runs/<name>-<n>}), or map each weight to a tensor with init.map")  # fmt: skip
+    steps = steps_of(resolved)
+    index, theirs = {s.name: i for i, s in enumerate(steps)}, weight_names(steps)
+    by_step = {(index[s.name], key): name for name, (s, key, _) in theirs.items()}
+    ret = {}
+    for k, m in internal.items():
+        name, got = by_step.get((int(m[1]), m[2])), tuple(header[k].shape)
+        if name is None or theirs[name][2] != got:
+            what = "no weight" if name is None else f"{list(got)}, but its {name} is {list(theirs[name][2])}"
+            raise SpecError.at(loc, f"'{excerpt(k)}' in {shown} is {what} in the spec of its run folder ({resolved}): "
+                               "the file is not that run's", "name the weights of a run as `specgrad train` left "
+                               "them, or map each weight to a tensor with init.map")  # fmt: skip
+        ret[name] = k
+    return {name: ret[name] for name in by_step.values() if name in ret}  # NOTE: in the run's order, not the file's
+
+
+def _init_problems(init: YNode, names: dict[str, tuple[Step, str, Shape]], spec: str, read_files: bool,
+                   steps_of: StepsOf) -> list[Problem]:  # fmt: skip
     """init.map's names (each a weight of the model, its own and not tied, from a tensor named by text), then, with
     `read_files`, the file: a regular file inside the allowed folders, whose tensors have the weights' shapes, hold
-    floating-point numbers, and fit MAX_FILE_MB."""
+    floating-point numbers, and fit MAX_FILE_MB. A run folder's weights are matched by name: a weight of the model
+    the run lacks starts from the seed, a weight of the run the model lacks is left out."""
     src, given = init.get("from"), init.get("map")
     if given is not None and given.value is None:
         given = None  # NOTE: map: null is no map, as null is for every key whose default is none
@@ -132,16 +235,15 @@ def _init_problems(init: YNode, names: dict[str, tuple[Step, str, Shape]], spec:
     if not read_files or problems:
         return problems
     try:
-        path = init_file(init, spec)
-        check_regular(path, src.loc, "init.from", str(src.value))
-        header = safe_load(path, device="disk")
+        plan = init_plan(init, spec, names, steps_of)
     except SpecError as e:
         return e.problems
     except (SafetensorsError, OSError) as e:
         return [Problem(f"init.from: cannot read {src.value} as safetensors: {excerpt(str(e), 300)}", src.loc)]
+    header, shown = plan.header, {f: k for k, f in plan.pairs.items()} if plan.named else {}
     if given is None:
-        pairs = [(k, k, src.loc, src.loc) for k in header]
-        problems = [p for pair in pairs if (p := _map_problem(pair, names, given, src)) is not None]
+        pairs = [(k, f, src.loc, src.loc) for k, f in plan.pairs.items()]
+        problems = [p for pair in pairs if not plan.named and (p := _map_problem(pair, names, given, src)) is not None]
     for model_key, file_key, _, value_loc in pairs if not problems else []:
         if file_key not in header:
             problems.append(Problem(f"init.map: {src.value} has no tensor '{excerpt(file_key)}'", value_loc,
@@ -149,8 +251,9 @@ def _init_problems(init: YNode, names: dict[str, tuple[Step, str, Shape]], spec:
             continue
         want, got, dtype = names[model_key][2], tuple(header[file_key].shape), header[file_key].dtype
         if want != got:
-            problems.append(Problem(f"init: the model's {model_key} is {list(want)}, but '{excerpt(file_key)}' in "
-                                    f"{src.value} is {list(got)}", value_loc))  # fmt: skip
+            problems.append(Problem(f"init: the model's {model_key} is {list(want)}, but "
+                                    f"'{excerpt(shown.get(file_key, file_key))}' in {src.value} is {list(got)}",
+                                    value_loc))  # fmt: skip
         elif not dtypes.is_float(dtype):
             problems.append(Problem(f"init: '{excerpt(file_key)}' in {src.value} holds {dtype.name} values, but the "
                                     f"model's {model_key} is a weight of floating-point numbers", value_loc,
@@ -197,18 +300,18 @@ def _listed(names: list[str], most: int = 8) -> str:
     return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
 
 
-def init_tensors(init: YNode, spec: str, names: dict[str, tuple[Step, str, Shape]]) -> dict[str, Any]:
+def init_tensors(init: YNode, spec: str, names: dict[str, tuple[Step, str, Shape]], steps_of: StepsOf
+                 ) -> dict[str, Any]:  # fmt: skip
     """model weight -> the file's tensor (read, checked, and holding finite numbers only), for the builder."""
     src, given = init.get("from"), init.get("map")
-    path = init_file(init, spec)
     mapped = given is not None and bool(given.value)
-    pairs = {k: str(v.value) for k, v in given.value.items()} if mapped else None
     try:
+        plan = init_plan(init, spec, names, steps_of)
         # NOTE: finite=False: NaN is refused below, with the map's place and after the cast to float32
-        loaded = safe_load(path, keys=list(pairs.values()) if pairs is not None else None, finite=False)
+        loaded = safe_load(plan.path, keys=list(dict.fromkeys(plan.pairs.values())), finite=False)
     except SafetensorsError as e:
         raise SpecError.at(src.loc, f"init.from: cannot read {src.value}: {e}") from None
-    pairs = pairs if pairs is not None else {k: k for k in loaded}
+    pairs = plan.pairs
     for model_key, file_key in pairs.items():
         with np.errstate(over="ignore"):  # NOTE: as the model holds it: a float64 can overflow to infinity
             values = loaded[file_key].numpy().astype(np.float32)

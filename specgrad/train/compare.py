@@ -17,12 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from specgrad.modelspec.errors import SpecError, excerpt
-from specgrad.modelspec.validate import validate_file
+from specgrad.modelspec.schema import did_you_mean
+from specgrad.modelspec.validate import METRIC_WORDS, higher_is_better, is_metric, validate_file
+from specgrad.modelspec.validate import METRICS as METRIC_NAMES
 from specgrad.train.folder_io import LOG_CAP, STATE_CAP, json_lines, parse_json, read_in, regular_file
 from specgrad.train.plots import MAX_PANELS, panels, plain, plottable, png, quiet
 from specgrad.train.run_folder import FINAL, METRICS, PATH_KEYS, RESOLVED, is_count, is_run_folder, resolved_spec_file
 
-HIGHER_IS_BETTER = ("accuracy",)  # NOTE: every other metric (loss) is better lower
 # NOTE: specgrad writes a loss (and an accuracy) per output and one total: a few names, not thousands
 MAX_METRICS = 64  # metric names kept per run, the first to appear (loss and accuracy come first); the rest left out
 MAX_SKIPPED = 100  # numbers of unreadable lines of metrics.jsonl kept (all are counted)
@@ -58,8 +59,14 @@ class Run:
                 "skipped_count": self.skipped_count, "metrics_left_out": self.metrics_left_out}  # fmt: skip
 
 
-def read_run(folder: Path) -> Run:
-    """A run folder's summary; a folder that is not a run folder, or a damaged spec, is a SpecError naming it."""
+class NoMetric(SpecError):
+    """A run has no validation figure of the metric asked to rank by: an error of the whole ranking, not of the run."""
+
+
+def read_run(folder: Path, rank_by: str | None = None) -> Run:
+    """A run folder's summary; a folder that is not a run folder, or a damaged spec, is a SpecError naming it. Its
+    metric is `rank_by` where given (a run without it is an error listing those it has), else the one that picks its
+    best epoch (train.early_stopping.metric, or loss where no validation record has it)."""
     if not os.path.isdir(folder):
         raise SpecError.at(None, f"no such run folder: {folder}", "pass folders that `specgrad train` wrote")
     if not is_run_folder(folder):
@@ -68,8 +75,12 @@ def read_run(folder: Path) -> Run:
     # NOTE: validated, so that defaults left out of the file compare as their values (data files are not read)
     resolved = resolved_spec_file(folder)  # NOTE: a link there is refused before the loader could quote it
     spec = _with_real_paths(validate_file(resolved, data_files=False, init_file=False).values, folder)
-    metric = ((spec.get("train") or {}).get("early_stopping") or {}).get("metric", "loss")
+    metric = rank_by or ((spec.get("train") or {}).get("early_stopping") or {}).get("metric", "loss")
     log = _read_log(folder, metric)
+    if rank_by is not None and rank_by not in log.present and log.names:  # NOTE: no record yet: ranked last
+        has = ", ".join(log.names) or "none: no validation record"
+        raise NoMetric.at(None, f"--rank-by {rank_by}: {folder} has no validation {rank_by} (its metrics: {has})",
+                          f"rank by one every run has, or train with train.metrics: [{rank_by}]")  # fmt: skip
     metric = metric if metric in log.present else "loss"
     best, best_epoch = log.best.get(metric, (None, None))
     return Run(folder, spec, regular_file(folder, FINAL) is not None, metric, log.epochs, log.steps, log.final,
@@ -140,7 +151,7 @@ class _Log:
                 self.curves[f"valid {k}"].add(epoch, v)
         for k in self.watched:
             self.present |= {k} & self.final.keys()
-            v, old, sign = self.final.get(k), self.best.get(k), -1 if k in HIGHER_IS_BETTER else 1
+            v, old, sign = self.final.get(k), self.best.get(k), -1 if higher_is_better(k) else 1
             if v is not None and (old is None or (sign * v, epoch) < (sign * old[0], old[1])):
                 self.best[k] = (v, epoch)  # NOTE: the first of equal ones
 
@@ -241,13 +252,21 @@ def shown(value: Any) -> str:
     return excerpt(text, 40)
 
 
+def check_rank_by(metric: str | None) -> None:
+    """--rank-by names a validation metric (of the model, or <output>.<metric> of one output)."""
+    if metric is not None and not is_metric(metric):
+        raise SpecError.at(None, f"--rank-by {metric!r} is not a metric: {METRIC_WORDS}",
+                           did_you_mean(metric, [*METRIC_NAMES, "top5"]))  # fmt: skip
+
+
 def ranked(runs: list[Run]) -> list[Run]:
-    """Best first by each run's best validation metric (accuracy higher, loss lower); runs without one last."""
+    """Best first by each run's best validation metric (higher for accuracy, r2, f1, ..., lower for loss, mae and
+    rmse: validate.METRICS); runs without one last."""
 
     def key(r: Run) -> tuple[bool, float]:
         if r.best is None:
             return True, 0.0
-        return False, -r.best if r.metric in HIGHER_IS_BETTER else r.best
+        return False, -r.best if higher_is_better(r.metric) else r.best
 
     return sorted(runs, key=key)
 

@@ -1,10 +1,10 @@
 """A spec's data as numpy arrays: the bundled digits and sonnets, text, CSV (numbers and categorical columns), .npz/.npy
-files, folders of images, spirals and sine; split with the spec's seed, standardized with training statistics only,
-and batched, training batches with the spec's seeded augmentation. Every problem in a data file is
-a SpecError at its file:line:col, and so is data the model cannot learn from as written (the data contract: output
-width vs classes, loss vs task, labels out of range). Imports numpy, flags, modelspec (contract, errors, files, loader,
-schema, layers, validate) and specgrad.datasets (never Tensor: the trainer wraps arrays); Pillow, an optional extra,
-only when images are read.
+files, folders of images, spirals and sine; split with data.split_seed (else the spec's seed), each class keeping its
+share (data.stratify), standardized with training statistics only, and batched, training batches with the spec's seeded
+augmentation. Every problem in a data file is a SpecError at its file:line:col, and so is data the model cannot learn
+from as written (the data contract: output width vs classes, loss vs task, labels out of range). Imports numpy, flags,
+modelspec (contract, errors, files, loader, schema, layers, validate) and specgrad.datasets (never Tensor: the trainer
+wraps arrays); Pillow, an optional extra, only when images are read.
 
 Files are read as modelspec.files allows: inside the allowed folders, regular files of at most MAX_FILE_MB. A .npz's zip
 directory and each .npy header are checked before any array is read (array count, sizes, dtypes: never a pickle), and
@@ -16,6 +16,9 @@ Regression targets from csv, npz and sine are standardized with the training spl
 A categorical csv column's categories are the training split's distinct values (sorted as class names are); a
 one_hot column gives one value per category, an index column one code (see modelspec.contract.Columns, which is saved
 with the weights so that `run` encodes its input the same way). One-hot values are left 0 and 1 by normalization.
+A csv's delimiter is data.delimiter or sniffed, its decimal mark data.decimal; a missing cell (data.missing_values)
+is filled as data.missing and data.missing_columns say, with values of the training rows saved in Columns.missing,
+and a row whose target is missing is left out before the split.
 
 An image is read as floats 0..1 of the input's shape [channels, height, width] (1 channel: grayscale, 3: RGB, 4: RGBA,
 converted from what the file holds), normalized per channel. Augmentation changes training batches only, drawn from
@@ -52,7 +55,17 @@ from specgrad.modelspec.files import MIB, RELATIVE_HINT, SIZE_HINT, check_inside
 from specgrad.modelspec.layers import LAYERS
 from specgrad.modelspec.loader import YNode
 from specgrad.modelspec.schema import did_you_mean
-from specgrad.modelspec.validate import DATA, TRAIN, ValidSpec, check_folder, index_mix_problem, is_float
+from specgrad.modelspec.validate import (
+    DATA,
+    DELIMITERS,
+    MISSING_VALUES,
+    REGRESSION_LOSSES,
+    TRAIN,
+    ValidSpec,
+    check_folder,
+    index_mix_problem,
+    is_float,
+)
 
 DEFAULT_VOCAB = 128  # NOTE: characters are their code points; ASCII unless the model's embedding says otherwise
 MAX_PROBLEMS = 10  # problems of one kind (cells, characters) reported at once; the rest are counted
@@ -82,7 +95,13 @@ NONFINITE_HINT = "missing or infinite values cannot be learned from: fill in a n
 APPLIES = {"path": ("text", "csv", "npz", "images"), "test_path": ("text", "csv", "npz", "images"),
            "corpus": ("text",), "context": ("text",), "features": ("csv",),
            "categorical": ("csv",), "task": ("csv", "npz"), "resize": ("images",), "samples": ("spirals", "sine"),
-           "noise": ("spirals", "sine")}  # fmt: skip
+           "noise": ("spirals", "sine"), "delimiter": ("csv",), "decimal": ("csv",), "missing_values": ("csv",),
+           "missing": ("csv",), "missing_columns": ("csv",),
+           "split_seed": ("digits", "csv", "npz", "images", "spirals", "sine"),
+           "class_names": ("digits", "csv", "npz", "spirals")}  # fmt: skip
+SNIFFED_LINES, SNIFFED_CHARS = 20, 1 << 16  # NOTE: rows after the header a csv's delimiter is sniffed from, at most
+# NOTE: a number whose digits are grouped in threes by ',', '.', a space or an apostrophe: 1,234.5, 1.234,5, 1 234
+THOUSANDS = re.compile(r"[+-]?\d{1,3}([,. \u00a0'])\d{3}(?:\1\d{3})*(?:[.,]\d*)?")
 
 
 @dataclass
@@ -118,6 +137,7 @@ class Dataset:
     heads: dict[str, Head] = field(default_factory=dict)  # task "multi": output name -> its task, loss and statistics
     input_stats: dict[str, dict[str, np.ndarray]] = field(default_factory=dict)  # task "multi": input name -> stats
     test_examples: int = 0  # examples data.test_split holds out, which training never reads
+    table: CsvNotes | None = None  # csv: its dialect, its missing cells and the rows left out, for validate
 
 
 def fields(a: np.ndarray, names: tuple[str, ...] | list[str]) -> list[np.ndarray]:
@@ -312,7 +332,9 @@ def _load_test_file(src: _Source) -> Dataset:
                            "examples the model learned from say nothing of new ones", "name a file of other "
                            "examples, or hold some out with data.test_split")  # fmt: skip
     ds = load_data(src.spec)
-    test = replace(src, held="test", columns=ds.columns, classes=ds.class_names)
+    # NOTE: with data.class_names a test file's labels are still whole numbers, read as the training labels were
+    classes = _numbered(len(ds.class_names or [])) if src.data["class_names"] else ds.class_names
+    test = replace(src, held="test", columns=ds.columns, classes=classes)
     got = _load_named(test) if named(src.spec) else LOADERS[src.data["source"]](test)
     x, y = got.x_valid, got.y_valid
     if ds.heads:
@@ -395,19 +417,80 @@ def _check_augment(src: _Source) -> None:
         raise SpecError(problems)
 
 
-def _indices(src: _Source, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Shuffled (train, held-out) indices: the held-out part is the validation examples, or the test examples when
-    src.held is "test". valid_split 0 keeps every example not held for testing for training. The test examples come
-    from the end of the shuffled order, so the validation examples are the same with a test split or without."""
+def _indices(src: _Source, n: int, labels: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Shuffled (train, held-out) indices, drawn from data.split_seed (else the spec's seed): the held-out part is the
+    validation examples, or the test examples when src.held is "test". valid_split 0 keeps every example not held for
+    testing for training. The test examples come from the end of the shuffled order, so the validation examples are
+    the same with a test split or without. With class `labels` (and data.stratify) each class keeps its share."""
     if src.test_file is not None:
         return np.zeros(0, dtype=np.int64), np.arange(n)
-    valid_split, test_split, seed = src.data["valid_split"], src.data["test_split"], src.spec.values["seed"]
+    valid_split, test_split, seed = src.data["valid_split"], src.data["test_split"], split_seed(src.spec)
+    if labels is not None and is_stratified(src.spec):
+        train, valid, test = stratified_split(labels, valid_split, test_split, seed)
+        return train, (test if src.held == "test" else valid)
     if valid_split == 0:
         train, valid = np.random.default_rng(seed).permutation(n), np.zeros(0, dtype=np.int64)
     else:
         train, valid = split(n, valid_split, seed)
     kept = len(train) - _test_count(n, test_split, len(train))
     return train[:kept], (train[kept:] if src.held == "test" else valid)
+
+
+def split_seed(spec: ValidSpec) -> int:
+    """The seed of the validation and test split: data.split_seed, else the spec's seed (as before split_seed was)."""
+    given = (spec.values.get("data") or {}).get("split_seed")
+    return int(given if given is not None else spec.values["seed"])
+
+
+# NOTE: run_folder.RESOLVED, which imports this module: a run folder's spec as trained
+RUN_SPEC = "spec.resolved.yaml"
+
+
+def is_stratified(spec: ValidSpec) -> bool:
+    """data.stratify, except for a run folder written before the key existed: its spec.resolved.yaml leaves the key out
+    (newer ones always write it: run_folder.resolved_spec_text) and its examples were split at random, so a resume,
+    evaluate or new run of it splits them at random again."""
+    return bool((spec.values.get("data") or {}).get("stratify")) and not is_random_split_run(spec)
+
+
+def is_random_split_run(spec: ValidSpec) -> bool:
+    """A run folder's spec.resolved.yaml without data.stratify: written before stratified splits existed."""
+    return Path(spec.path).name == RUN_SPEC and spec.node("data") is not None and spec.node("data", "stratify") is None
+
+
+def stratified_split(labels: np.ndarray, valid_split: float, test_split: float, seed: int
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:  # fmt: skip
+    """(train, valid, test) indices, each in the seed's shuffled order, with every class's share of the valid and test
+    examples within one example of its share of all of them; the totals are those of a random split. A class's first
+    examples (in that order) validate and its last ones test, so validation is the same with a test split or without.
+    The result depends on which examples share a class, never on how classes are numbered."""
+    n = len(labels)
+    order = np.random.default_rng(seed).permutation(n)
+    _, first, strata = np.unique(labels[order], return_index=True, return_inverse=True)
+    strata = np.argsort(np.argsort(first))[strata.reshape(-1)]  # NOTE: classes renumbered by first appearance
+    counts = np.bincount(strata)
+    n_valid = max(1, round(n * valid_split)) if valid_split > 0 else 0
+    valid_k = _shares(counts, n_valid, counts)
+    test_k = _shares(counts, _test_count(n, test_split, n - n_valid), counts - valid_k)
+    by_class = np.argsort(strata, kind="stable")
+    rank = np.empty(n, dtype=np.int64)  # position of each example among its class's, in the shuffled order
+    rank[by_class] = np.arange(n) - np.repeat(np.cumsum(counts) - counts, counts)
+    valid = rank < valid_k[strata]
+    test = rank >= (counts - test_k)[strata]
+    return order[~valid & ~test], order[valid], order[test]
+
+
+def _shares(counts: np.ndarray, k: int, room: np.ndarray) -> np.ndarray:
+    """How many examples of each class (of `counts`) k held-out examples take, at most `room` each: each class its
+    exact share of k rounded down, and the rest one each to the largest remainders (classes that keep a training
+    example after it first; ties to the class seen first), so each class is within one example of its share."""
+    exact = counts * k / max(int(counts.sum()), 1)
+    got = np.minimum(np.floor(exact).astype(np.int64), room)
+    while got.sum() < k and (got < room).any():
+        for j in sorted(range(len(counts)), key=lambda j: (bool(got[j] + 1 >= room[j]), -(exact[j] - got[j]), j)):
+            if got.sum() < k and got[j] < room[j]:
+                got[j] += 1
+    return got
 
 
 def _test_count(n: int, test_split: float, most: int) -> int:
@@ -418,13 +501,40 @@ def _test_count(n: int, test_split: float, most: int) -> int:
 def _split(src: _Source, x: np.ndarray, y: np.ndarray, target: _Target, where: Location | None, what: str) -> Dataset:
     """Examples checked against the model (the data contract), then split; `what` says where the examples come from."""
     y, num_classes = _check_contract(src, y, target)
-    train, valid = _indices(src, len(x))
-    names = (src.classes or target.names or [str(i) for i in range(num_classes)]) if target.task == "classify" \
-        else None  # fmt: skip
+    if src.test_file is None and (problems := _class_name_problems(src, target, num_classes)):
+        raise SpecError(problems)
+    train, valid = _indices(src, len(x), y if target.task == "classify" and y.ndim == 1 else None)
+    names = (src.data["class_names"] or src.classes or target.names or [str(i) for i in range(num_classes)]) \
+        if target.task == "classify" else None  # fmt: skip
     ds = Dataset(x[train], y[train], x[valid], y[valid], target.task, num_classes, class_names=names,
                  test_examples=_test_count(len(x), src.data["test_split"], len(x)))  # fmt: skip
     _check_enough(src, ds, where, what)
     return ds
+
+
+def _class_name_problems(src: _Source, target: _Target, num_classes: int | None) -> list[Problem]:
+    """data.class_names names whole-number labels: one distinct, non-empty name per class of the model."""
+    names = src.data["class_names"]
+    if names is None:
+        return []
+    loc, hint = src.near("class_names"), "remove data.class_names"
+    if target.task != "classify":
+        return [Problem(f"data.class_names names class labels, but {target.what} are numbers to predict (task "
+                        f"{target.task})", loc, hint)]  # fmt: skip
+    if target.names is not None:
+        return [Problem(f"data.class_names names whole-number labels, but {target.what} are named by the data "
+                        f"already ({_shown_names(target.names)})", loc,
+                        hint + ": the data's names are used")]  # fmt: skip
+    if len(names) != num_classes:
+        return [Problem(f"data.class_names has {_count(len(names), 'name')}, but the model has "
+                        f"{_count(num_classes or 0, 'class')} (labels 0 to {(num_classes or 1) - 1})", loc,
+                        f"give {num_classes} names, the name of label k at position k")]  # fmt: skip
+    problems = [Problem(f"data.class_names: name {k} (of label {k}) is empty", loc, "give every class a name")
+                for k, n in enumerate(names) if not n.strip()]  # fmt: skip
+    twice = sorted({n for n in names if names.count(n) > 1})
+    problems += [Problem(f"data.class_names names '{_quoted(n)}' more than once", loc, "give each class its own name")
+                 for n in twice]  # fmt: skip
+    return problems
 
 
 # *** the data contract: what the model, the loss and the targets must agree on ***
@@ -455,7 +565,8 @@ def _check_contract(src: _Source, y: np.ndarray, target: _Target) -> tuple[np.nd
     # NOTE: float64 is exact for every label that can be valid, and orders the rest right; y itself (an integer array,
     # or the Python ints of a csv column) gives the exact value of a bad label for its message
     labels = y.astype(np.float64)
-    limit = src.output()[0][-1] if problem is None else MAX_LABEL + 1
+    # NOTE: binary_cross_entropy's one logit tells two classes apart
+    limit = (2 if src.loss == "binary_cross_entropy" else src.output()[0][-1]) if problem is None else MAX_LABEL + 1
     problems += _label_problems(src, labels, y, target, limit)
     # NOTE: a test file need not hold every class, or two: its labels only have to be ones the model gives
     num_classes = limit if src.test_file is not None else int(labels.max()) + 1 if len(labels) else 0
@@ -487,14 +598,14 @@ def _check_language(src: _Source, codes: np.ndarray, what: str) -> None:
 
 def _loss_problem(src: _Source, target: _Target) -> Problem | None:
     loss, want = src.loss, "mse" if target.task == "regress" else "cross_entropy"
-    if loss == want:
+    if loss == want or (loss in REGRESSION_LOSSES) == (target.task == "regress") and target.task != "language":
         return None
     loc = src.loss_loc() or src.near("target" if src.given("target") else "source")
     default = " (the default)" if src.node("train", "loss") is None and loss == TRAIN.fields["loss"].default else ""
     if target.task == "regress":
         hint = "use loss: mse" + ("; if the numbers are class labels 0, 1, 2, ..., set data.task: classify"
                                   if target.settable else "")  # fmt: skip
-        return Problem(f"train.loss is cross_entropy{default}, which learns class labels, but {target.what} are "
+        return Problem(f"train.loss is {loss}{default}, which learns class labels, but {target.what} are "
                        "numbers to predict (a regression)", loc, hint)  # fmt: skip
     kind = "class labels" if target.task == "classify" else "next characters"
     hint = "use loss: cross_entropy" + ("; to predict the numbers themselves, set data.task: regress"
@@ -532,6 +643,9 @@ def _label_problems(src: _Source, labels: np.ndarray, exact: np.ndarray, target:
          f"to predict the numbers themselves, {src.regress_fix}"),
         (whole & (flat < 0), ": class labels are 0 or more", "number the classes 0, 1, 2, ..."),
         (whole & (flat >= limit) & (flat < cap), f", out of range of {classes}: its output has one value per class",
+         f"binary_cross_entropy learns two classes, 0 and 1: the labels go up to {top}, so use loss: cross_entropy "
+         f"and set the out of the last layer (line {out_line}) to {top + 1}, or correct the label"
+         if src.loss == "binary_cross_entropy" else
          f"the labels go up to {top}: set the out of the last layer (line {out_line}) to {top + 1}, or correct the "
          "label"),
         (whole & (flat >= cap), f", too large: out of range of {classes}",
@@ -590,6 +704,11 @@ def _width_problems(src: _Source, labels: np.ndarray, target: _Target, num_class
         return [Problem(f"the model's output {list(out)} does not fit {target.what}: the output needs shape {want} "
                         "(class scores on its last axis)", loc,
                         "flatten before the last layer" if len(out) > 1 else None)]  # fmt: skip
+    if src.loss == "binary_cross_entropy":  # NOTE: one logit: the score of class 1 against class 0
+        return [] if out[-1] == 1 else [Problem(
+            f"the model's output has {_count(out[-1], 'value')} per example, but binary_cross_entropy learns two "
+            "classes from one value (a logit: above 0 is the second class)", loc,
+            "set the out of this last layer to 1, or use loss: cross_entropy (one value per class)")]  # fmt: skip
     if out[-1] == num_classes:
         return []
     names = target.names or [str(i) for i in range(num_classes)]
@@ -817,9 +936,65 @@ def _load_text(src: _Source) -> Dataset:
 # *** csv ***
 
 
-def _csv_rows(text: str, file: Path) -> list[tuple[int, list[str]]]:
+@dataclass(frozen=True)
+class Dialect:
+    """How a csv is written: what separates its cells (data.delimiter, or sniffed when None), its decimal mark and the
+    cells that are missing (data.missing_values, lowercased: compared case-insensitively)."""
+
+    delimiter: str | None = ","
+    decimal: str = "."
+    missing: frozenset[str] = frozenset(v.lower() for v in MISSING_VALUES)
+    sniffed: bool = False  # the delimiter was sniffed from the file, not given
+
+    def is_missing(self, cell: str) -> bool:
+        return cell.strip().lower() in self.missing
+
+    def describe(self) -> str:
+        """E.g. "delimiter ';' (sniffed), decimal ','", for validate."""
+        shown = "tab" if self.delimiter == "\t" else f"'{self.delimiter}'"
+        return f"delimiter {shown}{' (sniffed)' * self.sniffed}, decimal '{self.decimal}'"
+
+
+def dialect_of(data: dict[str, Any]) -> Dialect:
+    """The dialect a csv spec's data section gives (delimiter None: csv_table sniffs it)."""
+    missing = data.get("missing_values")
+    missing = MISSING_VALUES if missing is None else missing
+    return Dialect(data.get("delimiter"), data.get("decimal") or ".", frozenset(v.strip().lower() for v in missing))
+
+
+@dataclass(frozen=True)
+class CsvNotes:
+    """What validate says of a csv beyond its examples: its dialect, the rows left out (their target missing, or a
+    drop_row column's cell), and per feature column how many of its cells are missing (what fills them is in
+    Dataset.columns.missing)."""
+
+    dialect: Dialect
+    no_target: int
+    dropped: int
+    missing: dict[str, int]
+
+
+def _sniff(text: str) -> str:
+    """The delimiter among DELIMITERS that splits the header and the first rows into the same number of cells, the most
+    of them (',' where none does better): so a ';' file with decimal commas (3,5;2,1) is read as ';'."""
+    head = text[:SNIFFED_CHARS].splitlines()
+    head = head[:-1] if len(text) > SNIFFED_CHARS and len(head) > 1 else head  # NOTE: its last line may be cut short
+    lines = [x for x in head[: SNIFFED_LINES + 1] if x.strip()]
+
+    def widths(d: str) -> list[int]:
+        try:
+            return [len(r) for r in csv.reader(lines, delimiter=d)]
+        except csv.Error:
+            return [0]
+
+    counts = {d: widths(d) for d in DELIMITERS}
+    even = [d for d, w in counts.items() if w and w[0] > 1 and len(set(w)) == 1]
+    return max(even or DELIMITERS, key=lambda d: (counts[d][0] if counts[d] else 0, -DELIMITERS.index(d)))
+
+
+def _csv_rows(text: str, file: Path, delimiter: str = ",") -> list[tuple[int, list[str]]]:
     """(line, cells) of every row with a value in it; a row's line is where it starts. At most MAX_CSV_CELLS cells."""
-    reader, rows, line, cells_read = csv.reader(io.StringIO(text, newline="")), [], 1, 0
+    reader, rows, line, cells_read = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), [], 1, 0
     try:
         for cells in reader:
             cells_read += len(cells)
@@ -838,8 +1013,9 @@ def _csv_rows(text: str, file: Path) -> list[tuple[int, list[str]]]:
 
 def _column_hint(name: str, header: list[str]) -> str:
     parts = [did_you_mean(name, header) or ""]
-    if len(header) == 1 and any(sep in header[0] for sep in ";\t"):
-        parts.append("the file seems to separate values with ';' or tabs: specgrad reads commas.")
+    if len(header) == 1 and any(sep in header[0] for sep in DELIMITERS):
+        parts.append("the file seems to separate its cells with another character: set data.delimiter (',', ';', "
+                     "'\\t' or '|').")  # fmt: skip
     elif header and all(is_number(h) for h in header):
         parts.append("the first row holds numbers: it must be a header row naming the columns.")
     more = f", and {len(header) - 20} more" if len(header) > 20 else ""
@@ -889,25 +1065,73 @@ def _csv_columns(src: _Source, header: list[str], line: int, file: Path) -> tupl
     return features, [header.index(n) for n in [*features, target]]
 
 
-def _cell(text: str, line: int, col: int, name: str, file: Path, nonfinite_hint: str | None = NONFINITE_HINT
+def _cell(text: str, line: int, col: int, name: str, file: Path, nonfinite_hint: str | None = NONFINITE_HINT,
+          dialect: Dialect = Dialect(), fill: str | None = None, served: bool = False
           ) -> tuple[float, Problem | None]:  # fmt: skip
     """The number in one cell, or the problem with it; NaN and infinity are read as they are when `nonfinite_hint` is
-    None, else refused with it."""
+    None, else refused with it. A missing cell is `fill` (the number's text), else a problem (`served`: in a file
+    given to a trained model; run --allow-nonfinite still reads a 'nan' as NaN)."""
     s, loc, name = text.strip(), Location(str(file), line, col + 1), _quoted(name)
-    if not s:
-        return 0.0, Problem(f"row {line}, column '{name}' is empty", loc, "fill in a number, or remove the row")
+    if dialect.is_missing(s) and fill is not None:
+        return float(fill), None
+    if dialect.is_missing(s) and not (nonfinite_hint is None and is_number(s)):
+        return 0.0, _missing_problem(s, line, name, loc, "a number", served)
     try:
-        v = float(s)
+        v = float(_decimal_point(s, dialect))
     except ValueError:
         return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is not a number", loc,
-                            "write a plain number such as 1200 or 3.5: a point for decimals, no units, no thousands "
-                            "separators")  # fmt: skip
+                            _number_hint(s, dialect))  # fmt: skip
     if not math.isfinite(v) and nonfinite_hint is not None:
         return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is not a finite number", loc, nonfinite_hint)
     if abs(v) > FLOAT32_MAX and nonfinite_hint is not None:  # NOTE: it would become infinity as a float32
         return 0.0, Problem(f"row {line}, column '{name}': '{_quoted(s)}' is beyond float32's range (about "
                             f"{FLOAT32_MAX:.3g})", loc, "rescale the column, or remove the row")  # fmt: skip
     return v, None
+
+
+def _missing_problem(s: str, line: int, name: str, loc: Location, what: str, served: bool) -> Problem:
+    """A missing cell that nothing fills: in training data the hint names the keys that fill it; in a file given to
+    a trained model (`served`), it says the model has no value for it."""
+    said = f"row {line}, column '{name}' is " + (f"missing ('{_quoted(s)}')" if s else "empty")
+    if served:
+        nan = "; or pass --allow-nonfinite to run it as NaN" if is_number(s) else ""
+        return Problem(said, loc, f"fill in {what}, or remove the row: the model was trained without a value to fill "
+                       f"this column with (data.missing, or drop_row for it){nan}")  # fmt: skip
+    return Problem(said, loc, f"fill in {what}, or remove the row; or let specgrad fill missing cells: data.missing: "
+                   f"mean, median, mode, drop_row or {{fill: VALUE}} (for one column: data.missing_columns: "
+                   f"{{{name}: ...}})")  # fmt: skip
+
+
+def _decimal_point(s: str, dialect: Dialect) -> str:
+    """A cell's number with a point for its decimal mark; with data.decimal ',' a '.' is no number's (1.5 in a file of
+    3,5s is a typo, 1.234 a thousand): it comes back as '' (which float refuses)."""
+    if dialect.decimal == ".":
+        return s
+    return "" if "." in s else s.replace(",", ".", 1)
+
+
+def _number_hint(s: str, dialect: Dialect) -> str:
+    """Why a cell is not a number as the dialect reads it, and the key that reads it."""
+    if m := THOUSANDS.fullmatch(s):  # NOTE: float refused it, so the groups of three are no decimals
+        sep = m.group(1)
+        maybe = "; if ',' is its decimal mark, set data.decimal: ','" if sep == "," and s.count(",") == 1 and \
+            "." not in s and dialect.decimal == "." else _decimal_key(s, dialect)  # fmt: skip
+        return f"'{sep}' groups its digits in thousands, which specgrad does not read: write it without them " \
+            f"({s.replace(sep, '')}){maybe}"  # fmt: skip
+    if dialect.decimal == "." and re.fullmatch(r"[+-]?\d*,\d+", s):
+        return "it has a decimal comma: set data.decimal: ',' (the cells then separated by ';' or tabs: " \
+            "data.delimiter)"  # fmt: skip
+    if dialect.decimal == "," and re.fullmatch(r"[+-]?\d*\.\d+", s):
+        return "it has a decimal point, but data.decimal is ',': write it with a comma, or set data.decimal: '.'"
+    mark = "a point" if dialect.decimal == "." else "a comma (data.decimal)"
+    return f"write a plain number such as 1200 or 3{dialect.decimal}5: {mark} for decimals, no units, no thousands " \
+        "separators"  # fmt: skip
+
+
+def _decimal_key(s: str, dialect: Dialect) -> str:
+    """The decimal mark a number grouped in thousands uses, where it is not data.decimal."""
+    mark = "," if re.search(r"\.\d{3},\d*$", s) else "." if re.search(r",\d{3}\.\d*$", s) else None
+    return f"; its decimal mark is '{mark}': set data.decimal: '{mark}'" if mark and mark != dialect.decimal else ""
 
 
 def _ragged(line: int, cells: list[str], header: list[str], file: Path) -> Problem:
@@ -919,8 +1143,8 @@ def _ragged(line: int, cells: list[str], header: list[str], file: Path) -> Probl
     )
 
 
-def _csv_numbers(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], file: Path
-                 ) -> tuple[np.ndarray, list[Problem]]:  # fmt: skip
+def _csv_numbers(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], file: Path,
+                 dialect: Dialect = Dialect()) -> tuple[np.ndarray, list[Problem]]:  # fmt: skip
     """(N, len(cols)) numbers of the given columns, and every ragged row and bad cell."""
     out, problems = np.zeros((len(rows), len(cols))), []
     for i, (line, cells) in enumerate(rows):
@@ -928,7 +1152,7 @@ def _csv_numbers(rows: list[tuple[int, list[str]]], header: list[str], cols: lis
             problems.append(_ragged(line, cells, header, file))
             continue
         for j, c in enumerate(cols):
-            out[i, j], problem = _cell(cells[c], line, c, header[c], file)
+            out[i, j], problem = _cell(cells[c], line, c, header[c], file, dialect=dialect)
             problems += [problem] if problem else []
     return out, problems
 
@@ -1020,46 +1244,62 @@ def _raise_cut(problems: list[Problem], file: Path) -> None:
         raise SpecError(problems)
 
 
-def csv_table(raw: bytes, file: Path) -> tuple[int, list[str], list[tuple[int, list[str]]]]:
-    """(the header's line, its column names, the (line, cells) of every row after it) of a CSV file's bytes: training
-    data or `run --input`. An empty file, or a header without rows, is an error."""
-    rows = _csv_rows(_decode(raw, file), file)
+def csv_table(raw: bytes, file: Path, dialect: Dialect = Dialect()
+              ) -> tuple[int, list[str], list[tuple[int, list[str]]], Dialect]:  # fmt: skip
+    """(the header's line, its column names, the (line, cells) of every row after it, the dialect read: its delimiter
+    sniffed when the dialect has none) of a CSV file's bytes: training data or `run --input`. An empty file, or a
+    header without rows, is an error; a byte-order mark is dropped."""
+    text = _decode(raw, file)
+    if dialect.delimiter is None:
+        dialect = replace(dialect, delimiter=_sniff(text), sniffed=True)
+    if dialect.delimiter == dialect.decimal:
+        raise SpecError.at(Location(str(file), 1, 1), f"{file.name} separates its cells with '{dialect.delimiter}', "
+                           f"which is data.decimal too: a cell 3{dialect.decimal}5 would be two cells",
+                           "save the file with ';' between cells (and set data.delimiter: ';'), or set data.decimal: "
+                           "'.'")  # fmt: skip
+    rows = _csv_rows(text, file, dialect.delimiter)
     if not rows:
         raise SpecError.at(Location(str(file), 1, 1), f"{file.name} is empty: a CSV file needs a header row naming "
                            "the columns, then one row per example")  # fmt: skip
     (hline, header), rows = (rows[0][0], [h.strip() for h in rows[0][1]]), rows[1:]
     if not rows:
         raise SpecError.at(Location(str(file), hline + 1, 1), f"{file.name} has a header but no rows of data")
-    return hline, header, rows
+    return hline, header, rows, dialect
 
 
 def encode_rows(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], columns: Columns, file: Path,
-                nonfinite_hint: str | None, unseen: str) -> tuple[np.ndarray, list[Problem]]:  # fmt: skip
+                nonfinite_hint: str | None, unseen: str, dialect: Dialect = Dialect(), served: bool = False
+                ) -> tuple[np.ndarray, list[Problem]]:  # fmt: skip
     """(N, columns.width) examples of the feature columns at `cols` (float64, or int64 codes when every feature is an
     index column), and every ragged row and bad cell. `nonfinite_hint` is the hint for NaN or infinity (None: read
-    them as they are); `unseen` follows a categorical value the vocabulary does not hold, in its message."""
+    them as they are); `unseen` follows a categorical value the vocabulary does not hold, in its message. A missing
+    cell (as the dialect says) takes its column's fill (columns.missing), else it is a problem (`served`: in a file
+    given to a trained model)."""
     out = np.zeros((len(rows), columns.width), np.int64 if columns.is_index else np.float64)
     problems, slots = [], columns.slots()
+    fills = [columns.fill(f) for f in columns.features]
     for i, (line, cells) in enumerate(rows):
         if len(cells) != len(header):
             problems.append(_ragged(line, cells, header, file))
             continue
-        for c, (at, enc, codes) in zip(cols, slots):
+        for c, (at, enc, codes), fill in zip(cols, slots, fills):
             if enc is None:
-                out[i, at], problem = _cell(cells[c], line, c, header[c], file, nonfinite_hint)
+                out[i, at], problem = _cell(cells[c], line, c, header[c], file, nonfinite_hint, dialect, fill, served)
             else:
-                code, problem = _category(cells[c], line, c, header[c], file, codes, unseen)
+                text = fill if fill is not None and dialect.is_missing(cells[c]) else cells[c]
+                code, problem = _category(text, line, c, header[c], file, codes, unseen, dialect, served)
                 out[i, at + code * (enc == "one_hot")] = 1 if enc == "one_hot" else code
             problems += [problem] if problem else []
     return out, problems
 
 
-def _category(text: str, line: int, col: int, name: str, file: Path, codes: dict[str, int], unseen: str
-              ) -> tuple[int, Problem | None]:  # fmt: skip
-    """The code of one categorical cell (its one-hot position, or index code), or the problem with it."""
+def _category(text: str, line: int, col: int, name: str, file: Path, codes: dict[str, int], unseen: str,
+              dialect: Dialect = Dialect(), served: bool = False) -> tuple[int, Problem | None]:  # fmt: skip
+    """The code of one categorical cell (its one-hot position, or index code), or the problem with it (a missing cell
+    comes filled, or is one)."""
     s, loc, name = text.strip(), Location(str(file), line, col + 1), _quoted(name)
-    if not s:
-        return 0, Problem(f"row {line}, column '{name}' is empty", loc, "fill in its category, or remove the row")
+    if s not in codes and dialect.is_missing(s):
+        return 0, _missing_problem(s, line, name, loc, "its category", served)
     if s in codes:
         return codes[s], None
     known = list(codes)
@@ -1068,20 +1308,23 @@ def _category(text: str, line: int, col: int, name: str, file: Path, codes: dict
                       f"{hint} the categories are: {_shown_names(known)}".strip())  # fmt: skip
 
 
-def _vocabulary(rows: list[tuple[int, list[str]]], train: np.ndarray, col: int, width: int) -> tuple[str, ...]:
-    """The distinct values of a categorical column in the training rows, sorted as class names are."""
+def _vocabulary(rows: list[tuple[int, list[str]]], train: np.ndarray, col: int, width: int, dialect: Dialect,
+                fill: str | None = None) -> tuple[str, ...]:  # fmt: skip
+    """The distinct values of a categorical column in the training rows (none missing, and `fill`, a category that
+    fills missing cells: its own category when the rows do not hold it), sorted as class names are."""
     values = {rows[i][1][col].strip() for i in train.tolist() if len(rows[i][1]) == width}
-    return tuple(sorted(values - {""}, key=_class_order))
+    values = {v for v in values if v and not dialect.is_missing(v)} | ({fill} if fill is not None else set())
+    return tuple(sorted(values, key=_class_order))
 
 
 def _text_columns(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], columns: Columns,
-                  file: Path, hline: int) -> list[Problem]:  # fmt: skip
+                  file: Path, hline: int, dialect: Dialect = Dialect()) -> list[Problem]:  # fmt: skip
     """A number column that holds mostly text is a column of categories nobody said so of: one problem for it, not
-    one per cell."""
+    one per cell (missing cells are neither)."""
     problems = []
     for c in (c for c, name in zip(cols, columns.features) if name not in columns.categorical):
-        cells = [s for _, cells in rows if len(cells) == len(header) and (s := cells[c].strip())]
-        words = [s for s in cells if not is_number(s)]
+        cells = [s for _, cells in rows if len(cells) == len(header) and not dialect.is_missing(s := cells[c].strip())]
+        words = [s for s in cells if not is_number(_decimal_point(s, dialect)) and not THOUSANDS.fullmatch(s)]
         if words and 2 * len(words) > len(cells):
             shown = ", ".join(f"'{_quoted(w)}'" for w in list(dict.fromkeys(words))[:3])
             name = _quoted(header[c])
@@ -1124,18 +1367,135 @@ def _check_columns(src: _Source, columns: Columns) -> None:
                            f"set vocab to {codes}")  # fmt: skip
 
 
+def _strategies(src: _Source, features: list[str]) -> dict[str, tuple[str, Any]]:
+    """Feature -> (strategy, the {fill: VALUE}'s VALUE or None) for the features data.missing or
+    data.missing_columns gives one; mean and median by default on a categorical column are its mode. A test file's
+    are the training data's (src.columns)."""
+    if src.columns is not None:
+        return dict(src.columns.missing)
+    default, per, categorical = src.data["missing"], src.data["missing_columns"] or {}, src.data["categorical"] or {}
+    ret = {}
+    for f in features:
+        how = per.get(f, default)
+        if isinstance(how, dict):
+            ret[f] = ("fill", how["fill"])
+        elif how is not None:
+            ret[f] = ("mode", None) if how in ("mean", "median") and f in categorical and f not in per else (how, None)
+    return ret
+
+
+def _left_out(rows: list[tuple[int, list[str]]], header: list[str], cols: list[int], features: list[str],
+              strategies: dict[str, tuple[str, Any]], dialect: Dialect
+              ) -> tuple[list[tuple[int, list[str]]], CsvNotes]:  # fmt: skip
+    """The rows kept: every row but those whose target is missing (a target is never filled) or whose drop_row
+    column is; what validate says of them (ragged rows are kept, for encode_rows to report)."""
+    drop = [c for f, c in zip(features, cols) if strategies.get(f, ("",))[0] == "drop_row"]
+    counts, kept, no_target, dropped = dict.fromkeys(features, 0), [], 0, 0
+    for line, cells in rows:
+        if len(cells) != len(header):
+            kept.append((line, cells))
+            continue
+        for f, c in zip(features, cols):
+            counts[f] += dialect.is_missing(cells[c])
+        if dialect.is_missing(cells[cols[-1]]):
+            no_target += 1
+        elif any(dialect.is_missing(cells[c]) for c in drop):
+            dropped += 1
+        else:
+            kept.append((line, cells))
+    return kept, CsvNotes(dialect, no_target, dropped, {f: n for f, n in counts.items() if n})
+
+
+def _strategy_loc(src: _Source, name: str) -> Location | None:
+    """Where the strategy of a column is written: data.missing_columns.<name>, else data.missing."""
+    node = src.node("data", "missing_columns", name)
+    return node.loc if node is not None else src.near("missing")
+
+
+def _fill_text(src: _Source, name: str, value: Any, categorical: bool) -> str:
+    """A {fill: VALUE} as the cell it stands for: a category's text, or a number's repr (a numeric column's VALUE must
+    be a number)."""
+    if categorical:
+        return str(value).strip()
+    try:
+        v = float(value)
+    except ValueError:
+        v = math.nan
+    if not math.isfinite(v):
+        raise SpecError.at(_strategy_loc(src, name), f"the column '{_quoted(name)}' holds numbers, but its missing "
+                           f"cells are filled with '{_quoted(str(value))}', which is not a finite number",
+                           f"fill it with a number, or give it its own strategy: data.missing_columns: "
+                           f"{{{_quoted(name)}: median}}")  # fmt: skip
+    return repr(v)
+
+
+def _statistic(src: _Source, rows: list[tuple[int, list[str]]], train: np.ndarray, c: int, name: str, how: str,
+               categorical: bool, dialect: Dialect, width: int) -> str:  # fmt: skip
+    """The mean, median or mode of a column's cells in the training rows (none missing; bad cells are left to
+    encode_rows), as the cell it fills a missing one with: a category, or a number's repr."""
+    cells = [s for i in train.tolist() if len(rows[i][1]) == width and not dialect.is_missing(s := rows[i][1][c])]
+    cells = [s.strip() for s in cells]
+    if not categorical:
+        cells = [repr(v) for s in cells if is_number(t := _decimal_point(s, dialect)) and math.isfinite(v := float(t))]
+    if not cells:
+        raise SpecError.at(_strategy_loc(src, name), f"the column '{_quoted(name)}' has no value in the training rows "
+                           f"to take its {how} from", "fill it with a value, {fill: VALUE}, or leave the column out "
+                           "of data.features")  # fmt: skip
+    if how == "mode":
+        counts: dict[str, int] = {}
+        for s in cells:
+            counts[s] = counts.get(s, 0) + 1
+        order: Callable[[str], Any] = _class_order if categorical else float
+        return min(counts, key=lambda v: (-counts[v], order(v)))  # NOTE: ties: the smallest value, or the first name
+    values = np.array([float(v) for v in cells])
+    return repr(float(np.mean(values) if how == "mean" else np.median(values)))
+
+
+def _new_columns(src: _Source, rows: list[tuple[int, list[str]]], train: np.ndarray, header: list[str],
+                 features: list[str], cols: list[int], strategies: dict[str, tuple[str, Any]], dialect: Dialect
+                 ) -> Columns:  # fmt: skip
+    """The columns training reads: the categorical ones' vocabularies and each strategy's fill, from the training
+    rows (a fill that is a new category is one more category)."""
+    categorical, at = src.data["categorical"] or {}, dict(zip(features, cols))
+    given = {f: _fill_text(src, f, v, f in categorical) for f, (how, v) in strategies.items() if how == "fill"}
+    vocabularies = {f: (categorical[f], _vocabulary(rows, train, c, len(header), dialect, given.get(f)))
+                    for f, c in zip(features, cols) if f in categorical}  # fmt: skip
+    missing = {f: (how, given[f] if how == "fill" else None if how == "drop_row" else
+                   _statistic(src, rows, train, at[f], f, how, f in categorical, dialect, len(header)))
+               for f, (how, _) in strategies.items()}  # fmt: skip
+    return Columns(tuple(features), vocabularies, missing)
+
+
+def _decimal_targets(rows: list[tuple[int, list[str]]], col: int, dialect: Dialect, width: int
+                     ) -> list[tuple[int, list[str]]]:  # fmt: skip
+    """The rows with the target column's numbers written with a point (data.decimal ','), so that 3,5 is a number to
+    learn, not a class name."""
+    if dialect.decimal == ".":
+        return rows
+    ret = []
+    for line, cells in rows:
+        if len(cells) == width and is_number(point := _decimal_point(cells[col].strip(), dialect)):
+            cells = [*cells[:col], point, *cells[col + 1 :]]
+        ret.append((line, cells))
+    return ret
+
+
 def _load_csv(src: _Source) -> Dataset:
     file = src.file()
-    hline, header, rows = csv_table(_read_bytes(src, file), file)
+    hline, header, rows, dialect = csv_table(_read_bytes(src, file), file, dialect_of(src.data))
     features, cols = _csv_columns(src, header, hline, file)
+    strategies = _strategies(src, features)
+    rows, notes = _left_out(rows, header, cols, features, strategies, dialect)
+    if not rows:
+        raise SpecError.at(src.path_loc(file), f"every row of {file.name} is left out: {notes.no_target} with its "
+                           f"target missing, {notes.dropped} with a missing cell in a drop_row column",
+                           "fill the missing cells, or fill them with data.missing: mean, median or mode")  # fmt: skip
+    rows = _decimal_targets(rows, cols[-1], dialect, len(header))
     col, what = cols[-1], f"the values of column '{_quoted(header[cols[-1]])}' in {file.name}"
-    train, _ = _indices(src, len(rows))
-    categorical = src.data["categorical"] or {}
-    vocabularies = {f: (categorical[f], _vocabulary(rows, train, c, len(header)))
-                    for f, c in zip(features, cols) if f in categorical}  # fmt: skip
-    columns = src.columns or Columns(tuple(features), vocabularies)
+    train, _ = _indices(src, len(rows), _csv_strata(src, rows, header, col, file))
+    columns = src.columns or _new_columns(src, rows, train, header, features, cols, strategies, dialect)
     if src.test_file is None:  # NOTE: a trained model's columns are what they are: a test file's bad cells are its own
-        _raise_cut(_text_columns(rows, header, cols[:-1], columns, file, hline), file)
+        _raise_cut(_text_columns(rows, header, cols[:-1], columns, file, hline, dialect), file)
     _check_columns(src, columns)
     if len(rows) * columns.width > MAX_ENCODED:
         raise SpecError.at(src.input_loc(), f"{len(rows):,} rows of {columns.width:,} values each (one-hot encoded) "
@@ -1144,9 +1504,9 @@ def _load_csv(src: _Source) -> Dataset:
     unseen = "is in validation rows only: the categories are those of the training rows, so the model never learns it"
     if src.test_file is not None:
         unseen = "is not among the categories of the training rows, which the model learned"
-    x, problems = encode_rows(rows, header, cols[:-1], columns, file, NONFINITE_HINT, unseen)
-    texts = any(len(c) == len(header) and c[col].strip() and not is_number(c[col].strip()) for _, c in rows)
-    task = src.data["task"] or ("classify" if texts or src.classes else "regress")
+    x, problems = encode_rows(rows, header, cols[:-1], columns, file, NONFINITE_HINT, unseen, dialect,
+                              served=src.test_file is not None)  # fmt: skip
+    task = _csv_task(src, rows, header, col)
     if src.data["task"] is None:
         _raise_cut(_stray_text_problems(rows, header, col, file), file)
     if task == "regress":
@@ -1166,8 +1526,25 @@ def _load_csv(src: _Source) -> Dataset:
     where = f"the {len(rows)} data rows of {file.name} with valid_split {src.data['valid_split']}"
     x = x if columns.is_index else x.astype(np.float32)
     ds = _split(src, x, y, target, Location(str(file), rows[-1][0], 1), where)
-    ds.columns = columns
+    ds.columns, ds.table = columns, notes
     return ds
+
+
+def _csv_task(src: _Source, rows: list[tuple[int, list[str]]], header: list[str], col: int) -> str:
+    """data.task, else classify for a target column holding text (or a test file of a classifier), else regress."""
+    texts = any(len(c) == len(header) and c[col].strip() and not is_number(c[col].strip()) for _, c in rows)
+    return src.data["task"] or ("classify" if texts or src.classes else "regress")
+
+
+def _csv_strata(src: _Source, rows: list[tuple[int, list[str]]], header: list[str], col: int, file: Path
+                ) -> np.ndarray | None:  # fmt: skip
+    """The class of each row, for a stratified split before the rows are encoded (the categorical vocabularies are the
+    training rows'): the same classes _split stratifies by later, so both draw the same split. None for a regression
+    target, or rows with problems (reported once the rows are read)."""
+    if _csv_task(src, rows, header, col) != "classify":
+        return None
+    labels, _, problems = _csv_labels(rows, header, col, file, src.classes)
+    return labels.astype(np.float64) if not problems and len(labels) == len(rows) else None
 
 
 def input_columns(spec: ValidSpec, saved: Columns | None, header: list[str], hline: int, file: Path
@@ -1374,7 +1751,7 @@ def _load_named(src: _Source) -> Dataset:
     targets standardized one by one, as a single one would be."""
     problems = [Problem(f"data.{key} does not apply to a model with several inputs or outputs: its npz holds an array "
                         "per input and per output, named after them, and each output's loss says what it learns",
-                        src.near(key), f"remove data.{key}") for key in ("target", "task", "augment")
+                        src.near(key), f"remove data.{key}") for key in ("target", "task", "augment", "class_names")
                 if src.given(key)]  # fmt: skip
     if problems:
         raise SpecError(problems)
@@ -1433,7 +1810,7 @@ def _named_target(src: _Source, y: np.ndarray, file: Path, loc: Location, loss: 
                   ) -> tuple[np.ndarray, Head]:  # fmt: skip
     """The output src.out's targets as its loss says: class labels (cross_entropy) or numbers (mse), checked against
     the output (the data contract)."""
-    task = "regress" if loss == "mse" else "classify"
+    task = "regress" if loss in REGRESSION_LOSSES else "classify"
     y, target = _npz_target(src, y, src.out, file, loc, task)
     y, num_classes = _check_contract(src, y, target)
     names = [str(i) for i in range(num_classes)] if num_classes is not None else None

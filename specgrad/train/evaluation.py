@@ -2,8 +2,9 @@
 arrays (no Tensor graphs). Every figure is computed in float64 and is a plain Python number, so a report is JSON.
 
 - classify: accuracy, top-k accuracy (k = 5, where there are more than 5 classes), per-class precision, recall, F1
-  and support with the class names, their macro averages, and the confusion matrix (rows: true class, columns:
-  predicted class). A precision with no prediction of the class, or a recall with no example of it, is None (null):
+  and support with the class names, their macro averages, the AUC of two classes, and the confusion matrix (rows: true
+  class, columns: predicted class). One logit per example (binary_cross_entropy) is the two classes' scores [0, x].
+  A precision with no prediction of the class, or a recall with no example of it, is None (null):
   there is nothing to divide, and 0 would claim the model got something wrong.
 - regress: MAE, RMSE and R^2 per target column and over all of them, in the target's own units (the caller passes
   predictions and targets un-standardized).
@@ -25,7 +26,7 @@ TOP_K = 5  # NOTE: reported where there are more classes than this; with fewer, 
 
 def classification(logits: np.ndarray, labels: np.ndarray, class_names: list[str] | None = None) -> dict[str, Any]:
     """Figures for class scores `logits` (..., C) against integer `labels` (...), every position one example."""
-    scores = np.asarray(logits, np.float64).reshape(-1, np.shape(logits)[-1])
+    scores = two_class(np.asarray(logits, np.float64).reshape(-1, np.shape(logits)[-1]))
     truth = np.asarray(labels).reshape(-1).astype(np.int64)
     classes = scores.shape[1]
     _check_labels(truth, classes, len(scores))
@@ -45,12 +46,61 @@ def classification(logits: np.ndarray, labels: np.ndarray, class_names: list[str
                           "support": int(support[c])})  # fmt: skip
     ret: dict[str, Any] = {"examples": len(truth), "accuracy": _ratio(int(hits.sum()), len(truth))}
     if classes > TOP_K:
-        top = np.argpartition(-scores, TOP_K - 1, axis=1)[:, :TOP_K]
-        ret["top_k"] = {"k": TOP_K, "accuracy": _ratio(int((top == truth[:, None]).any(1).sum()), len(truth))}
+        ret["top_k"] = {"k": TOP_K, "accuracy": top_k_accuracy(scores, truth, TOP_K)}
+    if classes == 2:
+        ret["auc"] = auc(scores[:, 1] - scores[:, 0], truth)
     ret["macro"] = {key: _mean([c[key] for c in per_class]) for key in ("precision", "recall", "f1")}
     ret["classes"] = per_class
     ret["confusion"] = confusion.tolist()
     return ret
+
+
+def two_class(scores: np.ndarray) -> np.ndarray:
+    """Scores (N, C) as they are; one logit x per example (binary_cross_entropy) as the two classes' scores [0, x],
+    whose softmax is [1 - sigmoid(x), sigmoid(x)]."""
+    return np.concatenate([np.zeros_like(scores), scores], 1) if scores.shape[1] == 1 else scores
+
+
+def top_k_accuracy(scores: np.ndarray, truth: np.ndarray, k: int) -> float | None:
+    """The share of examples whose label is among the k highest of their scores (N, C); 1 where k >= C."""
+    if k >= scores.shape[1]:
+        return _ratio(len(truth), len(truth))
+    top = np.argpartition(-scores, k - 1, axis=1)[:, :k]
+    return _ratio(int((top == truth[:, None]).any(1).sum()), len(truth))
+
+
+def auc(scores: np.ndarray, truth: np.ndarray) -> float | None:
+    """The area under the ROC curve of `scores` (higher: class 1) against labels 0 and 1: the chance that an example
+    of class 1 scores above one of class 0, ties counting half (the Mann-Whitney U over both counts, from average
+    ranks); None without examples of both classes."""
+    s, positive = np.asarray(scores, np.float64).reshape(-1), np.asarray(truth).reshape(-1) == 1
+    pos, neg = int(positive.sum()), int((~positive).sum())
+    if not pos or not neg:
+        return None
+    order = np.argsort(s, kind="stable")
+    _, first, counts = np.unique(s[order], return_index=True, return_counts=True)
+    ranks = np.empty(len(s), np.float64)
+    ranks[order] = np.repeat(first + (counts + 1) / 2, counts)  # NOTE: 1-based, tied scores share their mean rank
+    return float((ranks[positive].sum() - pos * (pos + 1) / 2) / (pos * neg))
+
+
+def chosen(task: str, metrics: tuple[str, ...], out: np.ndarray, truth: np.ndarray,
+           target_stats: dict[str, np.ndarray] | None = None) -> dict[str, float | None]:  # fmt: skip
+    """The figures named in `metrics` (those of classification or regression, and top<k>) of outputs `out` against
+    `truth`, as training reports them each epoch: regression outputs and targets standardized with `target_stats`
+    are put back in the target's units first."""
+    if task == "regress":
+        pred, true = np.asarray(out, np.float64), np.asarray(truth, np.float64)
+        if target_stats:
+            std, mean = (np.asarray(target_stats[k], np.float64) for k in ("std", "mean"))
+            pred, true = pred.reshape(true.shape) * std + mean, true * std + mean
+        figures = regression(pred.reshape(true.shape), true)
+        return {m: figures[m] for m in metrics if m in figures}
+    report = classification(out, truth)
+    figures = {"accuracy": report["accuracy"], **report["macro"], "auc": report.get("auc")}
+    scores = two_class(np.asarray(out, np.float64).reshape(-1, np.shape(out)[-1]))
+    labels = np.asarray(truth).reshape(-1).astype(np.int64)
+    return {m: top_k_accuracy(scores, labels, int(m[3:])) if m.startswith("top") else figures.get(m) for m in metrics}
 
 
 def regression(predictions: np.ndarray, targets: np.ndarray, names: list[str] | None = None) -> dict[str, Any]:

@@ -42,7 +42,7 @@ from specgrad.modelspec.schema import Section
 from specgrad.modelspec.validate import MAX_NAME, MAX_NAME_BYTES, TOP, ValidSpec, validate_file
 from specgrad.modelspec.weights import given_init, init_file
 from specgrad.nn.state import ChecksumMismatch, FileTooLarge, SafetensorsError, safe_load_metadata
-from specgrad.train.data import data_file
+from specgrad.train.data import data_file, is_random_split_run
 from specgrad.train.folder_io import LOG_CAP, REMOVE_HINT, files_in, json_lines, read_in, regular_file
 from specgrad.train.plots import plottable
 
@@ -230,7 +230,11 @@ def resolved_spec_text(spec: ValidSpec, folder: Path) -> str:
         values["data"] = {**data, **{k: _relative(data_file(spec, k), folder) for k in PATH_KEYS if data.get(k)}}
     if (init := given_init(spec.node("init"))) is not None:
         values["init"] = {**values["init"], "from": _relative(Path(init_file(init, spec.path)), folder)}
-    return yaml.safe_dump(_as_written(values, TOP), sort_keys=False, allow_unicode=True)
+    written = _as_written(values, TOP)
+    if isinstance(written.get("data"), dict) and not is_random_split_run(spec):
+        # NOTE: written even at its default: a run folder without it was split at random (data.is_stratified)
+        written["data"] = {**written["data"], "stratify": bool(data["stratify"])}
+    return yaml.safe_dump(written, sort_keys=False, allow_unicode=True)
 
 
 def _relative(target: Path, folder: Path) -> str:
@@ -317,12 +321,33 @@ class MetricsLog:
         for _, record in json_lines(read_in(self.folder, METRICS, LOG_CAP, missing_ok=True) or b""):
             if not is_record(record):
                 continue  # NOTE: dropped as a damaged line is: the records kept are printed and plotted later
-            at = (record["split"], record["step"] if record["split"] == "train" else record["epoch"])
+            at = (record["split"], record["step"] if record["split"] in ("train", "extend") else record["epoch"])
             if at not in seen and record["step"] <= step and (record["split"] == "train" or record["epoch"] <= epoch):
                 seen.add(at)
                 kept.append(record)
         atomic_write(self.path, "".join(json.dumps(r) + "\n" for r in kept).encode())
         self.records = kept
+
+
+def extensions(folder: Path) -> list[dict[str, Any]]:
+    """The `extend` records of metrics.jsonl, in order: each time `train --resume --epochs/--steps` changed the run's
+    length (see log_extension)."""
+    log = read_in(folder, METRICS, LOG_CAP, missing_ok=True) or b""
+    return [r for _, r in json_lines(log) if is_record(r) and r["split"] == "extend"]
+
+
+def log_extension(folder: Path, record: dict[str, Any]) -> None:
+    """metrics.jsonl with `record` (split extend) appended and early stopping's stop records dropped (the run goes on),
+    in one atomic write: a crash leaves the log as it was, or with both changes. A second change at the same step
+    (nothing trained since the first) replaces the first, keeping the length before it: the checkpoints are of that one.
+    """
+    kept = [r for _, r in json_lines(read_in(folder, METRICS, LOG_CAP, missing_ok=True) or b"")
+            if is_record(r) and r["split"] != "stop"]  # fmt: skip
+    same = [r for r in kept if r["split"] == "extend" and r["step"] == record["step"]]
+    if same:
+        record = {**record, **{k: same[0][k] for k in ("epochs_before", "steps_before", "total_steps_before")}}
+        kept = [r for r in kept if r not in same]
+    atomic_write(folder / METRICS, "".join(json.dumps(r) + "\n" for r in [*kept, record]).encode())
 
 
 def _csv_text(columns: list[str], records: list[dict[str, Any]], header: bool = False) -> str:
@@ -335,7 +360,9 @@ def _csv_text(columns: list[str], records: list[dict[str, Any]], header: bool = 
     return out.getvalue()
 
 
-SPLITS = ("train", "train_epoch", "valid", "stop")  # NOTE: the records the trainer logs
+SPLITS = ("train", "train_epoch", "valid", "stop", "extend")  # NOTE: the records the trainer (and --resume) logs
+# NOTE: an extend record's lengths before and after (train.epochs, train.steps or 0, and the steps they make)
+EXTEND_COUNTS = ("epochs_before", "steps_before", "total_steps_before", "epochs", "steps", "total_steps")
 MAX_REASON = 1000  # NOTE: characters of a stop record's reason; specgrad's own are about 100
 
 
@@ -345,6 +372,8 @@ def is_record(record: Any) -> bool:
     if not isinstance(record, dict) or record.get("split") not in SPLITS:
         return False
     if not all(is_count(record.get(k)) for k in ("epoch", "step")):
+        return False
+    if record["split"] == "extend" and not all(is_count(record.get(k)) for k in EXTEND_COUNTS):
         return False
     for k, v in record.items():
         if k == "reason" and record["split"] == "stop":

@@ -40,7 +40,7 @@ from specgrad.modelspec.errors import Location, SpecError, excerpt, label
 from specgrad.modelspec.files import open_regular
 from specgrad.modelspec.loader import MAX_BYTES, resolve_scalar
 from specgrad.modelspec.validate import TRAIN
-from specgrad.train.compare import MAX_METRICS, Run, differences, ranked, read_run
+from specgrad.train.compare import MAX_METRICS, NoMetric, Run, differences, ranked, read_run
 from specgrad.train.folder_io import entry_kind, read_json_in, write_in
 from specgrad.train.run_folder import FINAL, RESOLVED
 
@@ -455,9 +455,10 @@ def state(folder: Path, trial: Trial, results: dict[str, dict[str, Any]]) -> str
     return "failed" if isinstance(code, int) and is_failure(code) else "to do"
 
 
-def trial_run(folder: Path, trial: Trial) -> tuple[Run | None, str | None]:
-    """(the trial's run as compare reads it, or None; why it could not be read): only a folder of the sweep folder
-    holding a regular spec.resolved.yaml is read."""
+def trial_run(folder: Path, trial: Trial, rank_by: str | None = None) -> tuple[Run | None, str | None]:
+    """(the trial's run as compare reads it, ranked by `rank_by` or its watched metric, or None; why it could not be
+    read): only a folder of the sweep folder holding a regular spec.resolved.yaml is read. A finished run without the
+    `rank_by` metric is an error of the whole summary (NoMetric), not of the trial."""
     kind = entry_kind(folder, trial.name)
     if kind == "missing":
         return None, None
@@ -469,7 +470,9 @@ def trial_run(folder: Path, trial: Trial) -> tuple[Run | None, str | None]:
     if spec != "file":
         return None, f"{trial.name}/{RESOLVED} is {'a folder' if spec == 'folder' else spec}, not a regular file"
     try:
-        return read_run(folder / trial.name), None
+        return read_run(folder / trial.name, rank_by), None
+    except NoMetric:
+        raise
     except SpecError as e:
         return None, e.problems[0].message[:MAX_ERROR]  # NOTE: its first problem, without the excerpt and hints
 
@@ -498,12 +501,12 @@ def _as_planned(folder: Path, trial: Trial, planned: Callable[[Trial], dict[str,
     return run, None
 
 
-def summary(folder: Path, plan: Plan, results: dict[str, dict[str, Any]], planned: Callable[[Trial], dict[str, Any]]
-            ) -> tuple[list[dict[str, Any]], list[Run]]:  # fmt: skip
+def summary(folder: Path, plan: Plan, results: dict[str, dict[str, Any]], planned: Callable[[Trial], dict[str, Any]],
+            rank_by: str | None = None) -> tuple[list[dict[str, Any]], list[Run]]:  # fmt: skip
     """(every trial with its overrides, state and run figures, best first, failed and unfinished ones last; the
     finished trials' runs in that order). `planned` gives a trial's spec values as its run's spec should hold them
     (check_as_planned): a trial whose folder holds another spec is summed up as failed, with the keys that differ."""
-    read = {t.name: _as_planned(folder, t, planned, *trial_run(folder, t)) for t in plan.trials}
+    read = {t.name: _as_planned(folder, t, planned, *trial_run(folder, t, rank_by)) for t in plan.trials}
     runs = ranked([run for run, _ in read.values() if run is not None])
     _same_metrics(runs)
     rows = [_row(folder, t, results, *read[t.name]) for t in plan.trials]

@@ -29,7 +29,7 @@ from specgrad import Tensor, TinyJit
 from specgrad.helpers import NonFiniteLoss, atomic_write
 from specgrad.modelspec.builder import Model, build_model
 from specgrad.modelspec.errors import SpecError
-from specgrad.modelspec.validate import ValidSpec
+from specgrad.modelspec.validate import ValidSpec, higher_is_better, is_metric
 from specgrad.nn import optim
 from specgrad.nn.state import (
     SafetensorsError,
@@ -43,8 +43,10 @@ from specgrad.nn.state import (
     snapshot,
 )
 from specgrad.train.data import FLOAT32_MAX, Dataset, batches, eval_batches, fields, load_data
+from specgrad.train.evaluation import chosen
 from specgrad.train.feed import Batches, DeviceFeed, draw_order, held_batches, make_feed
 from specgrad.train.folder_io import regular_file
+from specgrad.train.metrics import asked_metrics, check_metrics, class_weights, reported_metrics
 from specgrad.train.plots import MISSING, metrics_png
 from specgrad.train.run_folder import (
     CHECKPOINTS,
@@ -54,6 +56,7 @@ from specgrad.train.run_folder import (
     checkpoint_folder,
     checkpoints,
     cleanup_partial_files,
+    extensions,
     newest_checkpoint,
     prune,
     spec_hash,
@@ -98,38 +101,107 @@ def make_schedule(opt: optim.Optimizer, t: dict[str, Any], total_steps: int, ste
 @dataclass(frozen=True)
 class OutputLoss:
     """One output's part of the training objective: its task, weight, and (what training minimises, what is
-    reported): the same, except for standardized regression targets, reported in the target's own units."""
+    reported): the same, except for standardized regression targets, reported in the target's own units. `loss` is
+    its kind (train.loss), `hits` counts a classifier's right answers, `metrics` are the figures the validation pass
+    reports for it besides its loss (computed from its outputs where `from_outputs`)."""
 
     name: str
     task: str
     weight: float
     train: LossFn
     reported: LossFn
+    loss: str = "cross_entropy"
+    hits: LossFn = field(default=lambda out, y: correct(out, y))
+    metrics: tuple[str, ...] = ()
+
+    @property
+    def from_outputs(self) -> bool:
+        """Whether a figure needs the whole split's outputs (accuracy comes from hits, a mse's rmse from its loss)."""
+        return any(m not in ("accuracy", "loss") and not (m == "rmse" and self.loss == "mse") for m in self.metrics)
 
 
-def make_losses(task: str, kind: str, target_stats: dict[str, np.ndarray], shape: tuple[int, ...]
-                ) -> tuple[LossFn, LossFn]:  # fmt: skip
-    """(what training minimises, what is reported) for targets of `shape` per example."""
-    if task in ("classify", "language") and kind == "cross_entropy":
-        ce: LossFn = lambda out, y: out.reshape(-1, out.shape[-1]).sparse_categorical_crossentropy(y.reshape(-1))
+def make_losses(task: str, kind: str, target_stats: dict[str, np.ndarray], shape: tuple[int, ...], delta: float = 1.0,
+                class_weights: np.ndarray | None = None) -> tuple[LossFn, LossFn]:  # fmt: skip
+    """(what training minimises, what is reported) for targets of `shape` per example. A regression's reported loss is
+    in the target's units (its standardized residual r times std: mse r^2 std^2, mae |r| std, huber std^2 times the
+    huber of r with delta / std, which is the huber of the residual in units with `delta`)."""
+    if task in ("classify", "language") and kind in ("cross_entropy", "binary_cross_entropy"):
+        ce = _binary_ce(class_weights) if kind == "binary_cross_entropy" else _cross_entropy(class_weights)
         return ce, ce
-    mse: LossFn = lambda out, y: (out.reshape(y.shape) - y).square().mean()
-    if "std" not in target_stats:
-        return mse, mse
-    std = np.asarray(target_stats["std"], dtype=np.float64).reshape(-1)
-    scale = Tensor((std**2).astype(np.float32).reshape(shape if std.size == math.prod(shape) else -1))
-    return mse, lambda out, y: ((out.reshape(y.shape) - y).square() * scale).mean()
+    std = np.asarray(target_stats.get("std", np.ones(1)), dtype=np.float64).reshape(-1)
+    per = std.size == math.prod(shape)
+    if kind == "mse":
+        mse: LossFn = lambda out, y: (out.reshape(y.shape) - y).square().mean()
+        if "std" not in target_stats:
+            return mse, mse
+        scale = Tensor((std**2).astype(np.float32).reshape(shape if per else -1))
+        return mse, lambda out, y: ((out.reshape(y.shape) - y).square() * scale).mean()
+    if kind == "mae":
+        units = Tensor(std.astype(np.float32).reshape(shape if per else -1))
+        return lambda out, y: (out.reshape(y.shape) - y).abs().mean(), \
+            lambda out, y: ((out.reshape(y.shape) - y).abs() * units).mean()  # fmt: skip
+    d = Tensor((delta / std).astype(np.float32).reshape(shape if per else -1))
+    scale = Tensor((std**2).astype(np.float32).reshape(shape if per else -1))
+    return lambda out, y: _huber(out.reshape(y.shape) - y, d).mean(), \
+        lambda out, y: (_huber(out.reshape(y.shape) - y, d) * scale).mean()  # fmt: skip
+
+
+def _huber(r: Tensor, d: Tensor) -> Tensor:
+    """PyTorch's HuberLoss per value: r^2 / 2 within d, d (|r| - d / 2) beyond."""
+    a = r.abs()
+    return (a <= d).where(r.square() * 0.5, d * (a - d * 0.5))
+
+
+def _cross_entropy(class_weights: np.ndarray | None) -> LossFn:
+    """Mean cross-entropy; with class weights, PyTorch's: sum of w[y] * nll over the sum of w[y]."""
+    if class_weights is None:
+        return lambda out, y: out.reshape(-1, out.shape[-1]).sparse_categorical_crossentropy(y.reshape(-1))
+    w = Tensor(class_weights.astype(np.float32))
+
+    def weighted_ce(out: Tensor, y: Tensor) -> Tensor:
+        hot = y.reshape(-1).one_hot(len(class_weights)).cast(out.dtype)
+        wy = (hot * w).sum(-1)
+        return -((out.reshape(-1, out.shape[-1]).log_softmax(-1) * hot).sum(-1) * wy).sum() / wy.sum()
+
+    return weighted_ce
+
+
+def _binary_ce(class_weights: np.ndarray | None) -> LossFn:
+    """Binary cross-entropy of one logit per example against labels 0 and 1; with class weights, the sum of w[y] times
+    each example's over the sum of w[y] (as the weighted cross_entropy)."""
+    if class_weights is None:
+        return lambda out, y: out.reshape(-1).binary_crossentropy_logits(y.reshape(-1).cast(out.dtype))
+    w0, w1 = (float(v) for v in class_weights.astype(np.float32))
+
+    def weighted_bce(out: Tensor, y: Tensor) -> Tensor:
+        x, t = out.reshape(-1), y.reshape(-1).cast(out.dtype)
+        wy = t * (w1 - w0) + w0
+        return ((x.relu() - x * t + (1 + (-x.abs()).exp()).log()) * wy).sum() / wy.sum()
+
+    return weighted_bce
+
+
+def binary_correct(out: Tensor, y: Tensor) -> Tensor:
+    """How many labels a single logit gets right: class 1 where it is above 0."""
+    return ((out.reshape(y.shape) > 0).cast(y.dtype) == y).sum()
 
 
 def output_losses(spec: ValidSpec, data: Dataset) -> list[OutputLoss]:
     """Every output's loss, in the order of the model's outputs: the data's heads (several outputs), else the spec's
-    one loss for the one output."""
+    one loss for the one output, with the metrics it reports."""
+    t = spec.values["train"]
+    delta = t.get("huber_delta", 1.0)
     if data.heads:
         shape = {o: data.y_train.dtype[o].shape for o in data.heads}
-        return [OutputLoss(o, h.task, h.weight, *make_losses(h.task, h.loss, h.target_stats, shape[o]))
-                for o, h in data.heads.items()]  # fmt: skip
-    ((name, (loss, _)),) = spec.losses.items()
-    return [OutputLoss(name, data.task, 1.0, *make_losses(data.task, loss, data.target_stats, data.y_train.shape[1:]))]
+        parts = [(o, h.task, h.weight, h.loss, make_losses(h.task, h.loss, h.target_stats, shape[o], delta))
+                 for o, h in data.heads.items()]  # fmt: skip
+    else:
+        ((name, (loss, _)),) = spec.losses.items()
+        made = make_losses(data.task, loss, data.target_stats, data.y_train.shape[1:], delta, class_weights(spec, data))
+        parts = [(name, data.task, 1.0, loss, made)]
+    asked = asked_metrics(spec)
+    return [OutputLoss(o, task, w, *fns, loss, binary_correct if loss == "binary_cross_entropy" else correct,
+                       reported_metrics(task, loss, asked)) for o, task, w, loss, fns in parts]  # fmt: skip
 
 
 def weighted(losses: list[OutputLoss], outs: tuple[Tensor, ...], ys: list[Tensor], reported: bool = False) -> Tensor:
@@ -232,8 +304,9 @@ def _check_best(pos: Position, early_stopping: bool) -> None:
         raise BadMetadata("its position's best, best_epoch and ref are not all set or all unset")
     for name, value in (("best", pos.best), ("ref", pos.ref)):  # NOTE: a loss or an accuracy, as float32 gave it
         # NOTE: NaN or infinity too: a first epoch whose validation loss overflowed is still the best so far
-        if value is not None and not (math.isnan(value) or value == math.inf or 0 <= value <= FLOAT32_MAX):
-            raise BadMetadata(f"its position's {name} is not a value a loss or accuracy takes")
+        # NOTE: R^2 may be below 0
+        if value is not None and not (math.isnan(value) or value == math.inf or -FLOAT32_MAX <= value <= FLOAT32_MAX):
+            raise BadMetadata(f"its position's {name} is not a value a loss or a metric takes")
     if pos.best_epoch is not None and not 1 <= pos.best_epoch <= pos.epoch:
         raise BadMetadata(f"its position's best_epoch {pos.best_epoch} is not one of its {plural(pos.epoch, 'epoch')}")
     if pos.stale > pos.epoch:
@@ -369,6 +442,7 @@ class Trainer:
         steps_per_epoch = len(data.x_train) // spec.batch_size
         total = t["steps"] or t["epochs"] * steps_per_epoch
         opt = make_optimizer(model, t)
+        check_metrics(spec, data)
         losses = output_losses(spec, data)
         same = all(x.reported is x.train for x in losses)
         clip = t["clip_grad_norm"]
@@ -415,7 +489,9 @@ class Trainer:
             held = self.valid_batches = (data.x_valid, data.y_valid, held_batches(data.x_valid, data.y_valid, *names,
                                                                                   size))  # fmt: skip
         pairs = held[2] or (self.tensors(x, y) for x, y in eval_batches(data.x_valid, data.y_valid, size))
-        figures = iter([v.tolist() for v in self.validation.run(pairs)])  # NOTE: none without examples
+        read = self.validation.run(pairs)  # NOTE: none without examples
+        figures = iter([v.tolist() for v in read[: len(read) - sum(x.from_outputs for x in self.losses)]])
+        outputs = iter(read[len(read) - sum(x.from_outputs for x in self.losses) :])
         per: dict[str, dict[str, float]] = {}
         for part, has_hits in zip(self.losses, counted):
             loss = 0.0
@@ -425,6 +501,10 @@ class Trainer:
             if has_hits:
                 hits, labels = sum(next(figures, [])), self._labels(part.name)
                 per[part.name] |= {"accuracy": hits / labels} if labels else {}
+            if part.loss == "mse" and "rmse" in part.metrics and n:  # NOTE: the mean squared error, in units
+                per[part.name]["rmse"] = math.sqrt(per[part.name]["loss"])
+            if part.from_outputs and n:
+                per[part.name] |= self._from_outputs(part, next(outputs), n)
         if len(per) == 1:
             return next(iter(per.values()))
         ret = {"loss": sum(per[x.name]["loss"] * x.weight for x in self.losses)}
@@ -433,13 +513,31 @@ class Trainer:
     def _measure(self, xs: list[Tensor], ys: list[Tensor]) -> list[Tensor]:
         """One validation batch's figures, in the order evaluate reads them: per output its reported loss, then (for
         classifiers and language models) its hit count, each realized as .item() realizes it and in the same order,
-        so the kernels, and their results, are those of an uncaptured pass."""
-        ret = []
+        so the kernels, and their results, are those of an uncaptured pass. Last, the outputs of those whose metrics
+        need the whole split (F1, AUC, R^2, ...), (batch_size, values) each: a shorter last batch padded with zeros,
+        so every batch fills a slot of one shape, and the pass reads them once (train.validation)."""
+        ret, kept = [], []
         for part, out, y in zip(self.losses, self.model.outputs(*xs), ys):
             ret.append(part.reported(out, y).contiguous().realize())
             if part.task in ("classify", "language"):
-                ret.append(correct(out, y).contiguous().realize())
-        return ret
+                ret.append(part.hits(out, y).contiguous().realize())
+            if part.from_outputs:
+                flat = out.reshape(out.shape[0], -1)
+                kept.append(flat.pad(((0, self.spec.batch_size - flat.shape[0]), None)).contiguous().realize())
+        return ret + kept
+
+    def _from_outputs(self, part: OutputLoss, outputs: np.ndarray, n: int) -> dict[str, float]:
+        """The metrics of one output that need the whole split, from its outputs as the pass read them (batches,
+        batch_size, values), against the validation targets; an undefined one (R^2 of a constant target) is left
+        out."""
+        y = self.data.y_valid
+        truth = y[part.name] if y.dtype.names else y
+        out = outputs.reshape(-1, outputs.shape[-1])[:n]
+        stats = self.data.heads[part.name].target_stats if self.data.heads else self.data.target_stats
+        wanted = tuple(m for m in part.metrics if m != "accuracy" and not (m == "rmse" and part.loss == "mse"))
+        with np.errstate(all="ignore"):
+            figures = chosen(part.task, wanted, out, truth, stats if part.task == "regress" else None)
+        return {k: v for k, v in figures.items() if v is not None}
 
     def _labels(self, name: str) -> int:
         """How many labels the validation split holds for one output (examples, times tokens for a language model)."""
@@ -581,7 +679,7 @@ class Trainer:
         parts = [f"epoch {epoch:>{len(str(self.epochs))}}/{self.epochs}"]
         for r in rows:
             name = "train" if r["split"] == "train_epoch" else "valid"
-            parts += [f"{name} {k} {v:.4f}" for k, v in r.items() if k.rpartition(".")[2] in ("loss", "accuracy")]
+            parts += [f"{name} {k} {v:.4f}" for k, v in r.items() if is_metric(k) and isinstance(v, (int, float))]
         return "  ".join(parts)
 
     def _finish(self, log: MetricsLog, pos: Position, valid: dict[str, float], say: Callable[[str], None]) -> Summary:
@@ -629,7 +727,8 @@ class Trainer:
 
     @property
     def metric(self) -> str:
-        """The validation metric that decides the best epoch (and early stopping)."""
+        """The validation metric that decides the best epoch (and early stopping); accuracy of a model without a
+        classifier watches the loss (as specgrad always has: train.metrics' default is accuracy)."""
         metric = (self.train["early_stopping"] or {}).get("metric", "loss")
         return metric if metric != "accuracy" or self.data.task in ("classify", "language") else "loss"
 
@@ -642,11 +741,12 @@ class Trainer:
         return self.train["checkpoint"] or {"every_epochs": 1, "keep": 3, "keep_best": True}
 
     def _watched(self, valid: dict[str, float]) -> float:
-        return valid.get(self.metric, valid["loss"])
+        """The watched metric's value; NaN (never better) where this epoch's is undefined (R^2 of a constant target)."""
+        return valid.get(self.metric, math.nan)
 
     def _better(self, value: float, than: float, delta: float) -> bool:
         """Whether `value` of the watched metric improves on `than` by more than `delta`."""
-        return value > than + delta if self.metric == "accuracy" else value < than - delta
+        return value > than + delta if higher_is_better(self.metric) else value < than - delta
 
     # *** checkpoints ***
 
@@ -694,7 +794,8 @@ class Trainer:
             say(f"{folder} has no checkpoint yet (the run stopped before its first one): starting it from step 0")
             return Position()
         path, meta = found
-        if meta.get("spec_hash") != spec_hash(self.spec.values) or "position" not in meta:
+        lengths = extensions(folder)  # NOTE: a checkpoint from before the run's length changed is still its own
+        if meta.get("spec_hash") not in self.spec_hashes(lengths) or "position" not in meta:
             raise SpecError.at(None, f"{path} was not written for the spec of {folder}",
                                "resume a run folder as `specgrad train` left it")  # fmt: skip
         now = self.metadata()  # NOTE: before the position, which is counted in batches of the data it was made on
@@ -711,6 +812,8 @@ class Trainer:
             check_rng_state(tensor_rng, "its tensor_rng")
         except BadMetadata as e:
             raise SpecError.at(None, f"the checkpoint {path} is damaged ({e})", fix) from None
+        if pos.stopped and any(r["step"] >= pos.step for r in lengths):  # NOTE: lengthened since it stopped early
+            pos.stopped, pos.stale = None, 0
         self.best_checkpoint(folder, pos)  # NOTE: before any step: the run could not end with the weights it asks for
         try:
             tensors = safe_load(path)  # NOTE: read whole before touching the model
@@ -735,6 +838,44 @@ class Trainer:
             f"the end of epoch {pos.epoch + (pos.skip == batches)}"  # fmt: skip
         say(f"resuming from {path.name}: step {pos.step} of {self.total_steps} ({where})")
         return pos
+
+    def spec_hashes(self, lengths: list[dict[str, Any]]) -> set[str]:
+        """The spec hashes this run's checkpoints may carry: its spec's, and its spec's with each length it had before
+        `train --resume --epochs/--steps` changed it (the `extend` records of metrics.jsonl)."""
+        t = self.train
+        before = [{**self.spec.values, "train": {**t, "epochs": r["epochs_before"], "steps": r["steps_before"] or None}}
+                  for r in lengths]  # fmt: skip
+        return {spec_hash(self.spec.values), *(spec_hash(v) for v in before)}
+
+    def extension(self, folder: Path, before: ValidSpec, asked: str) -> dict[str, Any] | None:
+        """The `extend` record for training the run in `folder` (its spec `before`) to this trainer's length instead
+        (`asked`: the option, for errors), or None when the length is the same. Refused when the run has trained that
+        many steps already, or its newest checkpoint ends a partial last epoch (train.steps): its next epoch would not
+        start where a longer run's does."""
+        t, spe = before.values["train"], self.steps_per_epoch
+        old_total = t["steps"] or t["epochs"] * spe
+        if old_total == self.total_steps:
+            return None
+        found, fix = newest_checkpoint(folder), "delete it to resume from the one before"
+        pos = Position()
+        if found is not None:
+            try:
+                pos = Position.from_meta(found[1])
+                check_position(pos, found[1], found[0].name, spe, old_total, bool(t["early_stopping"]))
+            except BadMetadata as e:
+                raise SpecError.at(None, f"the checkpoint {found[0]} is damaged ({e})", fix) from None
+        done = f"{plural(pos.step, 'step')} ({plural(pos.epoch, 'whole epoch')})"
+        if self.total_steps <= pos.step:
+            raise SpecError.at(None, f"{asked} asks for {plural(self.total_steps, 'step')}, but {folder} has trained "
+                               f"{done} already", "give a longer length than the run has trained, or start a new run "
+                               "for a shorter one")  # fmt: skip
+        if pos.skip == 0 and pos.step != pos.epoch * spe:
+            raise SpecError.at(None, f"{folder} ended in the middle of epoch {pos.epoch} (train.steps: {old_total}), "
+                               "so it cannot be lengthened: its next epoch would not start where a longer run's does",
+                               "start a new run with the length you want")  # fmt: skip
+        return {"split": "extend", "epoch": pos.epoch, "step": pos.step, "epochs_before": t["epochs"],
+                "steps_before": t["steps"] or 0, "total_steps_before": old_total, "epochs": self.train["epochs"],
+                "steps": self.train["steps"] or 0, "total_steps": self.total_steps}  # fmt: skip
 
 
 def _after_checkpoint(folder: Path, keep: int) -> None:

@@ -36,7 +36,8 @@ class ShapeJits:
 
 
 class SlotPass:
-    """A pass over `batches` batches in which `measure` gives each batch's figures (scalar Tensors, realized), and the
+    """A pass over `batches` batches in which `measure` gives each batch's figures (Tensors, realized: scalars, or of
+    one shape for every batch, such as a batch's outputs padded to a whole batch), and the
     captured step writes figure k of batch b into slot b % SLOTS of figure k's device buffer. A device-side counter
     says which slot, so a replay takes nothing from the host but the batch itself; the figures are read after the pass
     (and every SLOTS batches of a longer one).
@@ -58,7 +59,7 @@ class SlotPass:
         self.state: tuple[Tensor, Tensor] | None = None
 
     def run(self, pairs: Iterable[tuple[Batch, Batch]]) -> list[np.ndarray]:
-        """Every batch through the captured step; then each figure's values, one per batch in order (batches,)."""
+        """Every batch through the captured step; then each figure's values, one per batch in order (batches, ...)."""
         done, read = 0, []
         try:
             for xs, ys in pairs:
@@ -83,14 +84,17 @@ class SlotPass:
         for slot, figure in zip(self.slots, figures):
             # NOTE: a select, never a multiply by a mask (an infinite loss times 0 is NaN), so each slot holds the
             # figure's own bits. The comparison is no variable: one still held when the counter moves would be
-            # computed into a buffer of its own first (schedule.py, _add_assign_readers), a kernel per batch more
-            slot.assign((positions == at % self.size).where(figure, slot)).realize()
+            # computed into a buffer of its own first (schedule.py, _add_assign_readers), a kernel per batch more.
+            # A figure with axes (a batch's outputs) fills a slot of its shape
+            here = positions == at % self.size
+            here = here.reshape(self.size, *[1] * figure.ndim) if figure.ndim else here
+            slot.assign(here.where(figure, slot)).realize()
         at.assign((at + 1) % self.batches).realize()  # NOTE: after the slots, which read it; 0 again after the pass
 
     def _make_state(self, figures: list[Tensor]) -> tuple[Tensor, Tensor]:
         """The slots, the counter and the positions on the figures' device, before the capture (which then updates
         them in place). Each from numpy, a buffer of its own: the lazy cache would give equal zeros one buffer."""
         device = figures[0].device
-        self.slots = [Tensor(np.zeros(self.size, f.dtype.np), device=device) for f in figures]
+        self.slots = [Tensor(np.zeros((self.size, *f.shape), f.dtype.np), device=device) for f in figures]
         positions = np.arange(self.size, dtype=np.int32)
         return Tensor(np.zeros((), np.int32), device=device), Tensor(positions, device=device)

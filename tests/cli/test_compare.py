@@ -32,7 +32,9 @@ def test_two_runs_side_by_side(tmp_path: Path) -> None:
     for run, folder in zip(doc["runs"], (adam, sgd)):
         logged = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines()]
         valid = [r for r in logged if r["split"] == "valid"]
-        assert run["epochs"] == 3 and run["finished"] and run["final"] == {"loss": valid[-1]["loss"]}
+        # NOTE: a mse regression reports its loss in the target's units too, as rmse
+        assert run["epochs"] == 3 and run["finished"] and run["final"] == {"loss": valid[-1]["loss"],
+                                                                            "rmse": valid[-1]["rmse"]}  # fmt: skip
         assert run["best"] == min(r["loss"] for r in valid) and run["metric"] == "loss"
     text = runner.invoke(app, ["compare", str(adam), str(sgd), "--plot", str(tmp_path / "curves.png")])
     assert text.exit_code == 0 and "train.optimizer" in text.output and "sgd" in text.output

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from specgrad.datasets import load_text, split
 from specgrad.modelspec.validate import validate_file
-from specgrad.train.data import load_data
+from specgrad.train.data import load_data, stratified_split
 
 runner = CliRunner()
 SPECS = Path(__file__).resolve().parents[2] / "specs"
@@ -109,7 +109,7 @@ def write_csv(path: Path, header: list[str], rows: list[list[str]]) -> Path:
 def test_a_csv_file_of_the_validation_rows_gives_the_validation_figures(tmp_path: Path) -> None:
     header, rows = table(tmp_path)
     folder = trained(csv_spec(tmp_path))
-    _, valid = split(len(rows), VALID, SEED)
+    _, valid, _ = stratified_split(np.array([r[2] for r in rows]), VALID, 0.0, SEED)  # the classes' shares
     held = [rows[i] for i in valid]
     as_is = write_csv(tmp_path / "held.csv", header, held)
     # NOTE: other row and column orders: columns are found by name, and the figures do not depend on the order
@@ -262,7 +262,7 @@ def test_the_figures_are_those_of_the_model_run_serves(tmp_path: Path) -> None:
     training could have written), where figures with the data's own statistics would describe another model."""
     header, rows = table(tmp_path)
     folder = trained(csv_spec(tmp_path))
-    _, valid = split(len(rows), VALID, SEED)
+    _, valid, _ = stratified_split(np.array([r[2] for r in rows]), VALID, 0.0, SEED)  # the classes' shares
     held = [rows[i] for i in valid]
     file = write_csv(tmp_path / "held.csv", header, held)
     truth = [r[2] for r in held]

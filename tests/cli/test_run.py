@@ -122,10 +122,16 @@ def test_output_round_trips(weights, digits, tmp_path: Path, ext: str) -> None:
         got = np.load(out)
     elif ext == ".csv":
         lines = out.read_text().splitlines()
-        assert lines[0] == ",".join(f"class_{k}" for k in range(10))
-        got = np.array([[float(v) for v in line.split(",")] for line in lines[1:]])
+        assert lines[0] == "index,prediction," + ",".join(f"p_{k}" for k in range(10))
+        cells = [line.split(",") for line in lines[1:]]
+        assert [int(c[0]) for c in cells] == list(range(6))
+        got = np.array([[float(v) for v in c[2:]] for c in cells])
+        assert [int(c[1]) for c in cells] == got.argmax(1).tolist()  # the predicted class, by name
     else:
-        got = np.array(json.loads(out.read_text()))
+        records = json.loads(out.read_text())
+        assert [list(r)[:2] for r in records] == [["index", "prediction"]] * 6  # the csv's columns, in its order
+        got = np.array([[r[f"p_{k}"] for k in range(10)] for r in records])
+        assert [r["prediction"] for r in records] == [str(k) for k in got.argmax(1)]
     np.testing.assert_allclose(got, own_probabilities(weights["mlp"], x), rtol=1e-4, atol=1e-6)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["x.npy", out.name])  # no temporary file left
 
@@ -154,7 +160,9 @@ def test_bad_cells_are_located(weights, tmp_path: Path) -> None:
     result = run_mlp(weights, tmp_path / "x.csv")
     assert result.exit_code == 1
     assert f"{tmp_path / 'x.csv'}:3:6: error: row 3, column 'p5': 'dark' is not a number" in result.output
-    assert "row 4, column 'p9': 'nan' is not a finite number" in result.output
+    assert f"{tmp_path / 'x.csv'}:4:10: error: row 4, column 'p9' is missing ('nan')\n  hint: fill in a number, or " \
+        "remove the row: the model was trained without a value to fill this column with (data.missing, or drop_row " \
+        "for it); or pass --allow-nonfinite to run it as NaN" in result.output  # fmt: skip
     (tmp_path / "x.json").write_text(json.dumps([[[[0.1] * 8] * 8], [[[0.1] * 7 + [None]] + [[0.1] * 8] * 7]]))
     result = run_mlp(weights, tmp_path / "x.json")
     assert result.exit_code == 1 and "item [1][0][0][7] (null) is not a number" in result.output
@@ -199,7 +207,8 @@ def test_house_prices_regression_on_its_csv(weights, tmp_path: Path) -> None:
     out = tmp_path / "prices.csv"
     assert run(spec, "--weights", weights["house_prices"], "--input", csv, "--output", out).exit_code == 0
     lines = out.read_text().splitlines()
-    assert lines[0] == "price" and np.allclose([float(v) for v in lines[1:]], values, rtol=1e-5)
+    assert lines[0] == "index,prediction"
+    assert np.allclose([float(v.split(",")[1]) for v in lines[1:]], values, rtol=1e-5)
 
 
 def test_char_gpt_on_token_ids(weights, tmp_path: Path) -> None:

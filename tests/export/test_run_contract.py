@@ -158,7 +158,7 @@ def test_resume_keeps_every_override_and_refuses_changes(tmp_path: Path) -> None
     assert code == 0, output
     spec = validate_file(folder / "spec.resolved.yaml")
     assert spec.values["train"]["lr"] == 0.01 and spec.values["train"]["epochs"] == 2
-    code, output = resume(folder, "--epochs", "5")
+    code, output = resume(folder, "--set", "train.lr=0.1")  # NOTE: --epochs gives it a new length (test_resume_length)
     assert code == 2 and "as it was started" in output
     code, output = resume(folder)  # NOTE: a finished run: nothing to train, the same summary
     assert code == 0 and "final weights" in output and "done: valid" in output, output
@@ -346,7 +346,7 @@ def test_mistakes_around_a_run_folder_are_messages(tmp_path: Path) -> None:
     assert code == 0, output
     code, output = resume(tmp_path / "no-such-run")
     assert code == 1 and "no such run folder" in output
-    for args in (["--out", str(tmp_path)], ["--epochs", "3"], ["--set", "train.lr=0.1"]):
+    for args in (["--out", str(tmp_path)], ["--set", "train.lr=0.1"]):  # NOTE: --epochs lengthens it (issue 32)
         code, output = resume(folder, *args)
         assert code == 2 and "as it was started" in output, args
     with (folder / "metrics.jsonl").open("ab") as f:

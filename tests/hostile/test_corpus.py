@@ -530,7 +530,7 @@ CASES = [
     Case("init-dev-zero-allowed", "dev-zero", {"i.yaml": INIT % "z.safetensors", "z.safetensors": Link("/dev/zero")},
          ("validate", "i.yaml", "--allow-outside"), 1, "character device"),
     Case("init-folder", "more", {"i.yaml": INIT % "d.safetensors", "d.safetensors": Folder()}, INIT_TRAIN, 1,
-         "it is a folder"),
+         "is a folder, but not a run folder"),
     Case("init-huge-over-max-file-mb", "huge-safetensors", {"i.yaml": INIT.replace("linear: 8", "linear: 1048576") %
          "h.safetensors", "h.safetensors": mk.huge_safetensors(8 << 20, "w", [1048576, 2])},
          ("validate", "i.yaml", "--max-file-mb", "4"), 1, "over the limit of 4 MiB for a weights file"),

@@ -211,7 +211,7 @@ CASES = [
     # *** evaluate standardizes with the weights' statistics, and checks inputs and outputs as run does ***
     Case("evaluate-output-overflows", "silent", {"w.safetensors": edited_weights({"steps.0.1.weight": 3e38,
          "steps.2.1.weight": 3e38}, checksums=True, everywhere=True)}, EVALUATE, 1, "error: the model's output for "
-         "example 1 is not finite (NaN at position [0]; 18 values are NaN or infinite)"),
+         "example 1 is not finite (NaN at position [0]; 12 values are NaN or infinite)"),
     Case("evaluate-with-the-weights-normalization", "silent", {"w.safetensors": far_normalization()}, EVALUATE, 1,
          "error: the model's output for example 0 is not finite"),
     # *** generate checks the weights' metadata as run does ***
@@ -241,9 +241,13 @@ CASES = [
     Case("c-runner-nul-inside-a-number", "c-export", {"runner": Asset("runner")}, (), 1,
          "error: example 0, value 0 (counting from 0): '1\\x00junk' holds a NUL byte", program="runner",
          stdin=b"1\x00junk 2\n", needs=("clang",)),
-    Case("c-runner-commas", "c-export", {"runner": Asset("runner")}, (), 1,
-         "'1,2' is not a number (separate the values with spaces or newlines, not commas)", program="runner",
-         stdin=b"1,2\n", needs=("clang",)),
+    Case("c-runner-decimal-commas", "c-export", {"runner": Asset("runner")}, (), 1,
+         "'5' is followed by spaces only, but the values before it on its line by commas (decimal commas? write 3.5, "
+         "not 3,5): an example's values are numbers separated by commas, spaces or both", program="runner",
+         stdin=b"1,5 2,5\n", needs=("clang",)),
+    Case("c-runner-semicolons", "c-export", {"runner": Asset("runner")}, (), 1,
+         "'1;2' is not a number: an example's values are numbers separated by commas, spaces or both",
+         program="runner", stdin=b"1;2\n", needs=("clang",)),
     Case("c-runner-escape-sequence-echoed", "c-export", {"runner": Asset("runner")}, (), 1,
          "'\\x1b[31mred' is not a number", program="runner", stdin=b"\x1b[31mred 1\n", needs=("clang",)),
     Case("c-export-name-starting-with-a-digit", "c-export", {"2layer.yaml": TINY.replace("name: tiny",

@@ -130,7 +130,8 @@ def test_keys_that_cannot_apply_are_located(tmp_path: Path) -> None:
     with pytest.raises(SpecError) as e:
         validate_file(spec(tmp_path, "{flips: true, crop: -1}"))
     assert [str(p) for p in e.value.problems] == [
-        f"{tmp_path / 'spec.yaml'}:7:13: error: unknown key 'flips' in data.augment\n  hint: did you mean 'flip'?",
+        f"{tmp_path / 'spec.yaml'}:7:13: error: unknown key 'flips' in data.augment\n  hint: did you mean 'flip'? "
+        "valid keys: crop, flip, noise",
         f"{tmp_path / 'spec.yaml'}:7:32: error: data.augment.crop must be between 0 and 1024, got '-1'"]  # fmt: skip
 
 

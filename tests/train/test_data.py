@@ -13,7 +13,15 @@ import pytest
 from specgrad.datasets import load_digits, load_text, split
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.validate import ValidSpec, validate_file
-from specgrad.train.data import Dataset, batches, eval_batches, load_data, standardize, unstandardize
+from specgrad.train.data import (
+    Dataset,
+    batches,
+    eval_batches,
+    load_data,
+    standardize,
+    stratified_split,
+    unstandardize,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 SPECS = sorted((ROOT / "specs").glob("*.yaml"))
@@ -63,8 +71,8 @@ def test_digits_classify_and_split() -> None:
     assert (ds.task, ds.num_classes) == ("classify", 10)
     assert ds.x_train.shape == (1438, 1, 8, 8) and ds.x_valid.shape == (359, 1, 8, 8)
     assert set(np.unique(ds.y_train)) == set(range(10))
-    train, valid = split(1797, 0.2, 0)
-    assert np.array_equal(ds.y_valid, load_digits()[1][valid])
+    train, valid, _ = stratified_split(load_digits()[1], 0.2, 0.0, 0)  # classes keep their shares (data.stratify)
+    assert np.array_equal(ds.y_valid, load_digits()[1][valid]) and np.array_equal(ds.y_train, load_digits()[1][train])
     assert ds.stats["mean"].shape == ()  # one mean and std for every pixel of an image
     assert abs(ds.x_train.mean()) < 1e-5 and abs(ds.x_train.std() - 1) < 1e-4
 
@@ -76,7 +84,7 @@ def test_digits_seed_changes_the_split() -> None:
 
 
 def test_digits_without_normalize_are_pixels_over_16() -> None:
-    ds = load_data(validate_file(ROOT / "specs/digits_cnn.yaml", ["data.normalize=false"]))
+    ds = load_data(validate_file(ROOT / "specs/digits_cnn.yaml", ["data.normalize=false", "data.stratify=false"]))
     images, _ = load_digits()
     assert ds.stats == {} and ds.x_train.min() == 0 and ds.x_train.max() == 1
     train, _ = split(1797, 0.2, 0)
@@ -99,7 +107,7 @@ def test_normalize_uses_the_training_split_only(tmp_path: Path) -> None:
     x = np.stack([np.arange(50.0), np.full(50, 5.0)], axis=1)  # feature 0 differs between splits, feature 1 is constant
     np.savez(tmp_path / "d.npz", x=x, y=np.arange(50) % 3)
     ds = load_data(make_spec(tmp_path, "source: npz\npath: d.npz\nbatch_size: 4\n", model="[{linear: 3}]"))
-    train, valid = split(50, 0.2, 0)
+    train, valid, _ = stratified_split(np.arange(50) % 3, 0.2, 0.0, 0)
     np.testing.assert_allclose(ds.stats["mean"], x[train].mean(axis=0), rtol=1e-6)
     np.testing.assert_allclose(ds.stats["std"], [x[train, 0].std(), 1.0], rtol=1e-6)  # std 0 -> 1
     assert not np.allclose(ds.stats["mean"][0], x[:, 0].mean())
@@ -165,7 +173,7 @@ def test_csv_integer_labels_classify_with_task(tmp_path: Path) -> None:
     ds = load_data(csv_spec(tmp_path, "a,b,y\n" + rows, "task: classify\n", model="[{linear: 3}]", train=""))
     assert (ds.task, ds.num_classes, ds.class_names) == ("classify", 3, ["0", "1", "2"])
     assert ds.y_train.dtype == np.int32 and ds.y_train.shape == (24,) and ds.target_stats == {}
-    train, _ = split(30, 0.2, 0)
+    train, _, _ = stratified_split(np.arange(30) % 3, 0.2, 0.0, 0)
     assert np.array_equal(ds.y_train, train % 3)
 
 
@@ -174,7 +182,7 @@ def test_csv_text_labels_classify_by_themselves(tmp_path: Path) -> None:
     rows = "".join(f"{i},{i % 5}, {kinds[i % 3]}\n" for i in range(30))
     ds = load_data(csv_spec(tmp_path, "a,b,y\n" + rows, model="[{linear: 3}]", train=""))
     assert (ds.task, ds.num_classes, ds.class_names) == ("classify", 3, ["setosa", "versicolor", "virginica"])
-    train, _ = split(30, 0.2, 0)
+    train, _, _ = stratified_split(np.arange(30) % 3, 0.2, 0.0, 0)
     assert [ds.class_names[k] for k in ds.y_train] == [kinds[i % 3] for i in train]
 
 
@@ -249,7 +257,7 @@ def test_stray_text_in_a_column_of_numbers_is_a_probable_typo(tmp_path: Path) ->
                    "row; if the column holds class names, set data.task: classify"]  # fmt: skip
     ds = load_data(csv_spec(tmp_path, rows, "task: classify\n", model="[{linear: 13}]", train=""))
     assert ds.class_names == [*(str(i) for i in range(12)), "cat"]  # 2 before 10: whole numbers in numeric order
-    train, _ = split(31, 0.2, 0)
+    train, _, _ = stratified_split(np.array([*(np.arange(30) % 12), 12]), 0.2, 0.0, 0)
     assert [ds.class_names[k] for k in ds.y_train] == [str(i % 12) if i < 30 else "cat" for i in train]
     rows = "a,b,y\n" + "".join(f"{i},{i},{'cat' if i % 2 else i % 3}\n" for i in range(30))  # half words: classes
     assert load_data(csv_spec(tmp_path, rows, model="[{linear: 4}]", train="")).class_names == ["0", "1", "2", "cat"]
@@ -401,13 +409,18 @@ def test_csv_default_features_are_every_other_column(tmp_path: Path) -> None:
     assert np.array_equal(ds.x_train[:, 1], 2 * a) and np.array_equal(ds.y_train[:, 0], 3 * a)
 
 
+def missing_hint(column: str) -> str:
+    return (
+        "fill in a number, or remove the row; or let specgrad fill missing cells: data.missing: mean, median, "
+        f"mode, drop_row or {{fill: VALUE}} (for one column: data.missing_columns: {{{column}: ...}})"
+    )
+
+
 def test_csv_bad_cells_are_all_reported() -> None:
     file = FIXTURES / "bad_cells.csv"
-    number_hint = "write a plain number such as 1200 or 3.5: a point for decimals, no units, no thousands separators"
     assert problems(validate_file(FIXTURES / "bad_cells.yaml")) == [
-        f"{file}:3:2: error: row 3, column 'area': 'n/a' is not a number\n  hint: {number_hint}",
-        f"{file}:4:3: error: row 4, column 'age': 'nan' is not a finite number\n  hint: missing or infinite values "
-        "cannot be learned from: fill in a number, or remove the row",
+        f"{file}:3:2: error: row 3, column 'area' is missing ('n/a')\n  hint: {missing_hint('area')}",
+        f"{file}:4:3: error: row 4, column 'age' is missing ('nan')\n  hint: {missing_hint('age')}",
         f"{file}:5:4: error: row 5 has 3 cells, but the header has 4 columns\n  hint: check for a missing or extra "
         "comma; a value with a comma in it goes in quotes",
     ]
@@ -431,7 +444,7 @@ def test_csv_without_header_says_so(tmp_path: Path) -> None:
     ("", "1:1", "d.csv is empty: a CSV file needs a header row naming the columns, then one row per example"),
     ("\n\n", "1:1", "d.csv is empty: a CSV file needs a header row naming the columns, then one row per example"),
     ("a,b,y\n", "2:1", "d.csv has a header but no rows of data"),
-    ("a,b,y\n1,2,3\n\n4,,6\n", "4:2", "row 4, column 'b' is empty\n  hint: fill in a number, or remove the row"),
+    ("a,b,y\n1,2,3\n\n4,,6\n", "4:2", f"row 4, column 'b' is empty\n  hint: {missing_hint('b')}"),
     ("a,b,y\n1,2,3,4\n", "2:4", "row 2 has 4 cells, but the header has 3 columns\n  hint: check for a missing or "
      "extra comma; a value with a comma in it goes in quotes"),
     ("a,b,y\n1,2,inf\n", "2:3", "row 2, column 'y': 'inf' is not a finite number\n  hint: missing or infinite values "

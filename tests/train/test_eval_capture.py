@@ -46,6 +46,9 @@ def uncaptured(trainer: Trainer) -> dict[str, float]:
                 total[2] += math.prod(yt.shape)
     per = {name: {"loss": t[0] / max(n, 1), **({"accuracy": t[1] / t[2]} if t[2] else {})}
            for name, t in totals.items()}  # fmt: skip
+    for part in trainer.losses:  # NOTE: a mse regression's loss in the target's units, as RMSE
+        if part.loss == "mse" and part.task == "regress":
+            per[part.name]["rmse"] = math.sqrt(per[part.name]["loss"])
     if len(per) == 1:
         return next(iter(per.values()))
     ret = {"loss": sum(per[x.name]["loss"] * x.weight for x in trainer.losses)}

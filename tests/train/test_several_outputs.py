@@ -232,7 +232,8 @@ SPEC_MISTAKES = [
      ["two_heads.yaml:20:9: error: train.loss and train.losses are both given: with losses, each output's loss is "
       "written there\n  hint: remove train.loss"]),
     ("{loss: mse, weight: 0.5}", "{loss: hinge, weight: -1}",
-     ["two_heads.yaml:23:18: error: train.losses.load.loss must be one of cross_entropy, mse; got 'hinge'",
+     ["two_heads.yaml:23:18: error: train.losses.load.loss must be one of cross_entropy, mse, mae, huber, "
+      "binary_cross_entropy; got 'hinge'",
       "two_heads.yaml:23:33: error: train.losses.load.weight must be between 0 and 1000000, got '-1'"]),
     ("  losses:\n    fault: {loss: cross_entropy}\n    load: {loss: mse, weight: 0.5}", "",
      ["two_heads.yaml:16:12: error: the model has 2 outputs (fault, load), so training needs a loss for each of "
