@@ -66,6 +66,8 @@ def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device
     truths = fields(data.y_valid, outputs)
     reports = {name: _report(_head(data, name), out, truth, spec) for name, out, truth in zip(outputs, got, truths)}
     document = {"split": split, "examples": len(data.x_valid), "weights": str(weights), "outputs": reports}
+    if test_file is not None and data.table is not None:
+        document["left_out"] = {"no_target": data.table.no_target, "drop_row": data.table.dropped}
     written = _write(spec_path, document) if spec_path.is_dir() else []
     if as_json:
         typer.echo(json.dumps({**document, "written": [str(p) for p in written]}, indent=2, allow_nan=False))
@@ -74,6 +76,10 @@ def evaluate(spec_path: Path, weights: Path | None, overrides: list[str], device
     what = f"examples of {printable(split)}" if test_file else f"{split} examples"
     where = f"{printable(str(spec_path))}: {len(data.x_valid)} {what}"
     console.print(f"{where}, weights {printable(str(weights))}", markup=False)  # NOTE: a path's '[' is no markup
+    if test_file is not None and data.table is not None and (data.table.no_target or data.table.dropped):
+        left = data.table.no_target + data.table.dropped
+        console.print(f"{left} row(s) of {printable(split)} left out: {data.table.no_target} without a target, "
+                      f"{data.table.dropped} with a missing cell in a drop_row column", markup=False)  # fmt: skip
     for name, report in reports.items():
         _print(console, name if len(reports) > 1 else None, report)
     if written:

@@ -11,6 +11,7 @@ import io
 import json
 import math
 import os
+import re
 import zipfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from specgrad.train.data import (
     IMAGE_SUFFIXES,
     WrongSize,
     csv_table,
+    data_widths,
     dialect_of,
     encode_rows,
     input_columns,
@@ -61,6 +63,8 @@ INPUT_FORMATS = (*FORMATS, *IMAGE_SUFFIXES)
 MAX_JSON_DEPTH = 64  # NOTE: nested lists of an example, as deep as numpy's dimensions go
 WEIGHTS_HINT = "pass the model.safetensors of a run folder"
 NONFINITE_HINT = "fill in a number, or leave the row out; or pass --allow-nonfinite to run it anyway"
+FORMULA_FIRST = "=+-@\t\r"  # NOTE: a spreadsheet cell starting with one of these is a formula (OWASP: CSV injection)
+NUMBER = re.compile(r"[+-]?(?:\d+(?:[.,]\d*)?|[.,]\d+)(?:[eE][+-]?\d+)?")  # NOTE: a decimal point or a decimal comma
 
 
 def run(spec_path: Path, weights: Path | None, input_path: Path, output: Path | None, overrides: list[str],
@@ -103,7 +107,8 @@ def spec_and_weights(spec_path: Path, weights: Path | None, overrides: list[str]
                      data_files: bool = False) -> tuple[ValidSpec, Path]:  # fmt: skip
     """The spec (a file, or a run folder's resolved spec) and the weights: --weights (a weights file or any checkpoint),
     else the run folder's final model.safetensors. The data files are read only with `data_files`."""
-    spec = validate_file(spec_file(spec_path), overrides, data_files=data_files)
+    widths = data_widths if data_files else None  # NOTE: a spec file's autos without the data: the run folder has them
+    spec = validate_file(spec_file(spec_path), overrides, data_files=data_files, widths=widths)
     if weights is None:
         if not spec_path.is_dir():
             raise SpecError.at(None, f"which weights? {spec_path} is a spec file, so --weights is needed",
@@ -599,9 +604,19 @@ def prediction_table(contract: RunContract, out: np.ndarray, carried: list[tuple
     return header, [[*(c[i] for _, c in carried), *v] for i, v in enumerate(values)]
 
 
+def defused(cell: Any) -> Any:
+    """A text cell of the .csv table as a spreadsheet cannot run it: one starting with =, +, -, @, a tab or a CR (a
+    formula there: '=HYPERLINK(...)', CSV injection) gets a ' in front, which a spreadsheet shows as text; a number
+    written as text (-1.5, +2, 3,5) is left as it is. Other cells, and the .json table, keep the exact text."""
+    if not isinstance(cell, str) or not cell or cell[0] not in FORMULA_FIRST or NUMBER.fullmatch(cell):
+        return cell
+    return "'" + cell
+
+
 def write_output(path: Path, out: np.ndarray, contract: RunContract, carried: list[tuple[str, list[Any]]]) -> None:
-    """out as .npy (the bare array), or as the prediction table in .csv (numbers to 9 significant digits) or .json (a
-    list of objects with the table's columns as keys, in order), written atomically."""
+    """out as .npy (the bare array), or as the prediction table in .csv (numbers to 9 significant digits, a text cell
+    that a spreadsheet would run as a formula defused) or .json (a list of objects with the table's columns as keys, in
+    order, the text exact), written atomically."""
     if path.suffix.lower() == ".npy":
         buf = io.BytesIO()
         np.save(buf, out)
@@ -610,8 +625,8 @@ def write_output(path: Path, out: np.ndarray, contract: RunContract, carried: li
         header, rows = prediction_table(contract, out, carried)
         text = io.StringIO()
         writer = csv.writer(text, lineterminator="\n")
-        writer.writerow(header)
-        writer.writerows([f"{v:.9g}" if isinstance(v, float) else v for v in row] for row in rows)
+        writer.writerow([defused(h) for h in header])
+        writer.writerows([f"{v:.9g}" if isinstance(v, float) else defused(v) for v in row] for row in rows)
         data = text.getvalue().encode()
     else:
         header, rows = prediction_table(contract, out, carried)

@@ -46,7 +46,7 @@ from specgrad.modelspec.validate import NAME_MAX, ValidSpec, validate_file
 from specgrad.modelspec.weights import given_init, init_file
 from specgrad.runtime.ops_clang import cores
 from specgrad.train.compare import MAX_METRICS, check_rank_by, curves_png, differences, read_run
-from specgrad.train.data import data_file
+from specgrad.train.data import data_file, data_widths
 from specgrad.train.folder_io import REMOVE_HINT, entry_kind, folder_of, open_append_in, read_tail_in, write_in
 from specgrad.train.run_folder import LOCK, PATH_KEYS, RESOLVED, RUN_FILES, locked, new_run_folder, spec_file
 from specgrad.train.sweep import (
@@ -132,11 +132,11 @@ def _check_device(device: str | None) -> None:
 def _validate(path: Path, overrides: list[str], trials: list[Trial]) -> ValidSpec:
     """The spec with the shared overrides (its data files read), and every trial's spec: all their problems at once,
     each named by its trial."""
-    spec = validate_file(path, overrides)
+    spec = validate_file(path, overrides, widths=data_widths)
     problems: list[Problem] = []
     for trial in trials:
         try:
-            validate_file(path, [*overrides, *trial.overrides], data_files=False)
+            validate_file(path, [*overrides, *trial.overrides], data_files=False, widths=data_widths)
         except SpecError as e:
             problems += [Problem(f"{trial.name} ({', '.join(trial.overrides)}): {p.message}", p.loc, p.hint)
                          for p in e.problems]  # fmt: skip
@@ -465,7 +465,8 @@ def planned_values(plan: Plan, trial: Trial) -> dict[str, Any]:
     run folder holds it once read back (compare's Run.spec: validated, the files it names by real path). A resumed
     trial trains its folder's spec.resolved.yaml, so it must be this, not a copy edited in the folder."""
     overrides = [*plan.overrides, *trial.overrides]
-    spec = with_length(validate_file(plan.spec, overrides, data_files=False, init_file=False), plan.epochs, plan.steps)
+    spec = validate_file(plan.spec, overrides, data_files=False, init_file=False, widths=data_widths)
+    spec = with_length(spec, plan.epochs, plan.steps)
     values = {k: v for k, v in spec.values.items() if k != "extends"}
     if isinstance(data := values.get("data"), dict):
         values["data"] = {**data, **{k: os.path.realpath(data_file(spec, k)) for k in PATH_KEYS if data.get(k)}}

@@ -21,6 +21,7 @@ from specgrad.device import is_compute_device
 from specgrad.helpers import WriteError
 from specgrad.modelspec.errors import SpecError, excerpt, printable
 from specgrad.modelspec.validate import ValidSpec, validate_file
+from specgrad.train.data import data_widths
 from specgrad.train.plots import drawing_ahead
 from specgrad.train.run_folder import (
     MetricsLog,
@@ -67,7 +68,7 @@ def train(spec_path: Path | None, overrides: list[str], device: str | None, out:
             if epochs or steps:
                 before, spec = spec, with_length(spec, epochs, steps)
         else:
-            spec = with_length(validate_file(spec_file(spec_path), overrides), epochs, steps)
+            spec = with_length(validate_file(spec_file(spec_path), overrides, widths=data_widths), epochs, steps)
         if device is not None:
             Device.DEFAULT = device
         trainer = Trainer.create(spec, init=starts_over)  # NOTE: init: weights, unless a checkpoint replaces them

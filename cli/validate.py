@@ -13,12 +13,12 @@ from specgrad.cli.console import Console
 
 from specgrad.modelspec.errors import Problem, SpecError, label, printable
 from specgrad.modelspec.files import check_regular
-from specgrad.modelspec.validate import ValidSpec, run_steps, validate_file
-from specgrad.modelspec.weights import given_init, init_plan, matched, weight_names, weights_file
+from specgrad.modelspec.validate import ValidSpec, is_float, run_steps, validate_file
+from specgrad.modelspec.weights import check_init_layout, given_init, init_plan, matched, weight_names, weights_file
 from specgrad.nn.state import SafetensorsError, safe_load
-from specgrad.train.data import Dataset, inspect_data
+from specgrad.train.data import Dataset, column_uses, data_widths, inspect_data
 from specgrad.train.metrics import check_metrics
-from specgrad.train.run_folder import resolved_spec_text, spec_file, spec_hash
+from specgrad.train.run_folder import data_layout, resolved_spec_text, spec_file, spec_hash
 
 MAX_SHOWN = 50  # NOTE: a long list of problems usually has one cause near its top
 
@@ -121,6 +121,20 @@ def csv_line(data: Dataset) -> str | None:
     return line
 
 
+def column_lines(data: Dataset, spec: ValidSpec) -> list[str]:
+    """A csv's columns, a line each: its kind and how it becomes inputs (data.column_uses); none for another source.
+    Column names are labels: escaped."""
+    if data.table is None or not data.table.kinds or data.columns is None:
+        return []
+    uses = column_uses(data.table.kinds, data.columns, _normalized(spec))
+    return ["columns:", *(f"  {label(c, None)}: {kind}; {how}" for c, kind, how in uses)]
+
+
+def _normalized(spec: ValidSpec) -> bool:
+    """Whether the inputs' numbers are standardized (data.normalize, a float input)."""
+    return bool((spec.values.get("data") or {}).get("normalize")) and is_float(next(iter(spec.inputs.values()))[1])
+
+
 def _learns_json(num_classes: int | None, class_names: list[str] | None, target_stats: dict) -> dict:
     stats = {k: np.asarray(v).tolist() for k, v in target_stats.items()}
     return {"num_classes": num_classes, "class_names": class_names, "target_stats": stats}
@@ -197,9 +211,10 @@ def _print_weights(listing: dict[str, list], file: Path) -> None:
         typer.echo(printable(f"  in {file} but no weight of the spec: {', '.join(listing['unused'])}"))
 
 
-def init_line(spec: ValidSpec) -> str | None:
+def init_line(spec: ValidSpec, data_read: bool = True) -> str | None:
     """What init: loads, in one line: how many weights from which file; from a run folder (matched by weight name) also
-    which start from the seed and which of the run's weights are left out."""
+    which start from the seed and which of the run's weights are left out, and, where the data is not read here, that
+    its columns and classes are compared with the run's when training reads it."""
     if (init := given_init(spec.node("init"))) is None:
         return None
     plan = init_plan(init, spec.path, weight_names(spec.steps), run_steps)
@@ -207,13 +222,14 @@ def init_line(spec: ValidSpec) -> str | None:
     if plan.named:
         line += f" ({', '.join(plan.pairs) or 'none'}); from the seed: {', '.join(plan.fresh) or 'none'}"
         line += f"; left out: {', '.join(plan.unused)}" if plan.unused else ""
+        line += "" if data_read else "; the run's columns and classes are checked against the data at train"
     return printable(line)
 
 
 def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None = None, resolved: bool = False,
              weights: Path | None = None) -> None:  # fmt: skip
     try:
-        result = validate_file(spec_file(spec), overrides, batch=batch)
+        result = validate_file(spec_file(spec), overrides, batch=batch, widths=data_widths)
         listing = weights_listing(result, weights) if weights is not None else None
     except SpecError as e:
         _fail(e.problems, as_json)
@@ -223,6 +239,8 @@ def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None 
             check_metrics(result, data)  # NOTE: metrics and class weights that the data's classes rule out
         except SpecError as e:
             problems = e.problems
+        if not data.heads:  # NOTE: a warm start from a run that read other columns or classes
+            problems += check_init_layout(result, *data_layout(data), run_steps)
     if problems:
         _fail(problems, as_json)
     if resolved:
@@ -234,6 +252,10 @@ def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None 
     if as_json:
         extra = {"weights": [dict(zip(("name", "shape", "tensor", "tensor_shape"), w)) for w in listing["weights"]],
                  "unused": listing["unused"]} if listing is not None else {}  # fmt: skip
+        uses = column_uses(data.table.kinds, data.columns, _normalized(result)) if data is not None and \
+            data.table is not None and data.columns is not None else []  # fmt: skip
+        extra |= {"auto": list(result.resolved)} if result.resolved else {}
+        extra |= {"columns": [dict(zip(("name", "kind", "use"), u)) for u in uses]} if uses else {}
         typer.echo(json.dumps({**summary_json(result), "data": data_json(data), **extra}, indent=2))
         return
     _print_table(summary_table(result))
@@ -241,7 +263,12 @@ def validate(spec: Path, overrides: list[str], as_json: bool, batch: int | None 
         typer.echo(data_line(data))
     if data is not None and (line := csv_line(data)) is not None:
         typer.echo(line)
-    if (line := init_line(result)) is not None:
+    if data is not None:
+        for line in column_lines(data, result):
+            typer.echo(line)
+    for line in result.resolved:  # NOTE: what input.shape: auto and out: auto took from the data
+        typer.echo(printable(line))
+    if (line := init_line(result, data is not None)) is not None:
         typer.echo(line)
     if listing is not None:
         typer.echo(printable(f"weights of {result.values['name']} (name, shape) and the tensors of {weights}:"))

@@ -76,6 +76,23 @@ def test_tutorial_after_training_runs_as_shown(tmp_path: Path, monkeypatch) -> N
     assert (tmp_path / "runs" / "digits-mlp-sweep-1" / "compare.png").exists()
 
 
+OWN_TABLE = "## 8. Your own table, as it comes"
+
+
+def test_tutorial_own_table_runs_as_shown(tmp_path: Path, monkeypatch) -> None:
+    """The messy-CSV section, validate to run, in a fresh folder holding a copy of docs/examples/ (its run folder is
+    the first there); the table written begins as the text says."""
+    shutil.copytree(ROOT / "docs" / "examples", tmp_path / "docs" / "examples")
+    monkeypatch.chdir(tmp_path)
+    text = (ROOT / "docs" / "tutorial.md").read_text()
+    section = text[text.index(OWN_TABLE) :].split("\n## ")[0]
+    blocks = re.findall(r"```console\n(.*?)```", section, flags=re.S)
+    assert [b.split()[2] for b in blocks] == ["validate", "train", "evaluate", "run"]
+    _run_console_blocks(blocks)
+    header = (tmp_path / "preds.csv").read_text().splitlines()[0]
+    assert f"`preds.csv` begins `{header}`" in section
+
+
 def _run_console_blocks(blocks: list[str]) -> None:
     """Each `$ specgrad ...` block: its command runs, and every line shown is in its output (errors exit 1)."""
     import shlex
@@ -113,6 +130,7 @@ def test_every_yaml_block_of_the_spec_docs_is_a_tested_example(tmp_path: Path) -
     each file validates, or fails with exactly the `# error: line:col: message` lines it starts with, in order."""
     from specgrad.modelspec.errors import SpecError
     from specgrad.modelspec.validate import validate_file
+    from specgrad.train.data import data_widths
 
     examples = _spec_md_examples()
     assert len(examples) >= 6 and any(how == "file" for _, how, _ in examples)
@@ -129,7 +147,7 @@ def test_every_yaml_block_of_the_spec_docs_is_a_tested_example(tmp_path: Path) -
             assert all(line in lines for line in text.splitlines()), f"docs/spec.md shows lines {name} does not have"
         expected = _expected_errors(path)
         try:
-            validate_file(path, data_files=False)
+            validate_file(path, data_files=False, widths=data_widths)  # NOTE: an `auto` width reads the data
         except SpecError as e:
             got = [str(p).split("\n")[0].removeprefix(f"{name}:").removeprefix(f"{path}:") for p in e.problems]
             assert got == [f"{x.split(': ', 1)[0]}: error: {x.split(': ', 1)[1]}" for x in expected], (name, got)
@@ -204,11 +222,12 @@ def test_docs_example_uses_only_shipped_files(path: Path) -> None:
     example validates with its data and weights files read, or fails with exactly the errors it starts with."""
     from specgrad.modelspec.errors import SpecError
     from specgrad.modelspec.validate import validate_file
+    from specgrad.train.data import data_widths
 
     named = re.findall(r"^extends: *(\S+)", path.read_text(), flags=re.M)
     expected = _expected_errors(path)
     try:
-        spec = validate_file(path)
+        spec = validate_file(path, widths=data_widths)
     except SpecError as e:
         got = [str(p).split("\n")[0].removeprefix(f"{path}:") for p in e.problems]
         assert _is_broken(path) and not any("no such file" in line for line in got), got

@@ -13,15 +13,16 @@ The header says what each value is (layout_comment: a csv's columns, one-hot pos
 names in order or the target). The kernels are lowered with vectors of at most 16 bytes (PORTABLE_VECTOR_BYTES), so
 `cc` builds the file without an ABI warning for any x86-64 or arm64 target, whatever this CPU's widest vectors are.
 
-The runner (-DSPECGRAD_MAIN) reads each example as its inputs' numbers in order, separated by commas, spaces or both,
-and prints each output's probabilities, prediction or values on one line, in order. It checks its input: junk (a NUL
-byte inside a number, a word, an empty value between two commas, a line whose separators change from commas to
-spaces, as decimal commas make them), NaN or infinity, a value infinite once standardized, or an example cut short
-ends it with a message (the token's bytes escaped; what it wants, for a bad separator) and exit code 1, never with
-numbers printed for it; so does an output that is not finite. The forward function itself checks nothing: a caller
-of it checks what it passes and gets. For a csv model whose training filled missing cells (data.missing), the runner
-reads a missing-value token (NA, ?, ..., any case) where a numeric column's value goes as that column's fill; the
-forward function takes filled values.
+The runner (-DSPECGRAD_MAIN) reads each example as its inputs' numbers in order, separated by commas, spaces or
+both, and prints each output's probabilities, prediction or values on one line, in order. It checks its input: junk
+(a NUL byte inside a number, a word, an empty value (nothing between two commas, or a comma first on a line) that
+the model fills no missing value for, a line whose separators change from commas to spaces, as decimal commas make
+them), NaN or infinity, a value infinite once standardized, or an example cut short ends it with a message (the
+token's bytes escaped; what it wants, for a bad separator) and exit code 1, never with numbers printed for it; so
+does an output that is not finite. The forward function itself checks nothing: a caller of it checks what it passes
+and gets. For a csv model whose training filled missing cells (data.missing), the runner reads a missing-value token
+(the empty value, NA, ?, ..., any case: data.missing_values) where a numeric column's value goes as that column's
+fill, as `run` does; the forward function takes filled values.
 
 Imports the public API (Tensor, TinyJit, Device), modelspec (builder, contract, errors, validate); kernel sources come
 from the captured runners, never from driving codegen.
@@ -61,11 +62,11 @@ RUNNER = """
 #include <string.h>
 /* Reads examples from stdin as numbers separated by commas, spaces or both, a line or several per example as one
    likes ({name}_IN_SIZE per example: {layout}) and prints each example's {printed} on one line ({name}_OUT_SIZE
-   numbers). Input that is not what an input holds (a word, an empty value between two commas, a line that separates
-   its values with commas in one place and spaces only in another, as decimal commas do, a NUL byte, NaN or infinity,
-   a value out of its type's range or one that is infinite once standardized, an example cut short) ends it with a
-   message on stderr and exit code 1, before that example is printed, and so does an output that is not finite;
-   examples and values are counted from 0, as `specgrad run` counts them. */
+   numbers). Input that is not what an input holds (a word, an empty value the model does not fill, a line that
+   separates its values with commas in one place and spaces only in another, as decimal commas do, a NUL byte, NaN or
+   infinity, a value out of its type's range or one that is infinite once standardized, an example cut short) ends it
+   with a message on stderr and exit code 1, before that example is printed, and so does an output that is not
+   finite; examples and values are counted from 0, as `specgrad run` counts them. */
 #define SG_VALUES "an example's values are numbers separated by commas, spaces or both"
 static char token[64];
 static int token_len;
@@ -73,9 +74,9 @@ static int started;  /* the blank lines before the first value are skipped */
 /* What follows the value read last, and the values before it on its line: 1 a comma (spaces or not), 2 spaces only,
    0 a line break or the end of the input (line_kind: nothing yet on this line). */
 static int after_kind, line_kind;
-/* The next value's text into token, and the separator after it read (spaces, at most one comma, spaces): its length
-   (sizeof token or more: too long for a number), 0 for an empty value (a comma first, or two with nothing between),
-   -1 at the end of the input. */
+/* The next value's text into token, and the separator after it read (spaces, at most one comma, spaces; no comma
+   after a line break, which starts the next line's first value): its length (sizeof token or more: too long for a
+   number), 0 for an empty value (a comma first on a line, or two with nothing between), -1 at the end of the input. */
 static int read_token(void) {{
   int c = getchar(), n = 0, commas = 0, lines = 0;
   for (; !started && c != EOF && isspace(c); c = getchar()) {{}}
@@ -85,7 +86,7 @@ static int read_token(void) {{
   token_len = n < (int)sizeof token - 1 ? n : (int)sizeof token - 1;
   token[token_len] = 0;
   if (n == 0 && c == EOF) return -1;
-  for (; c != EOF && (isspace(c) || (c == ',' && !commas)); c = getchar()) {{
+  for (; c != EOF && (isspace(c) || (c == ',' && !commas && !lines)); c = getchar()) {{
     commas += c == ',';
     lines += c == '\\n';
   }}
@@ -518,10 +519,10 @@ def _column_lines(columns: Columns) -> list[str]:
         if enc == "one_hot":
             where = f"[{at}]" if len(codes) == 1 else f"[{at}..{at + len(codes) - 1}]"
             lines.append(f"  {where} {_comment(f)}: one-hot, 1 at the row's category and 0 at the others, in this "
-                         f"order: {', '.join(_comment(c) for c in codes)}")  # fmt: skip
+                         f"order: {', '.join(_named(c) for c in codes)}")  # fmt: skip
         elif enc == "index":
             lines.append(f"  [{at}] {_comment(f)}: the category's code: "
-                         f"{', '.join(f'{k} {_comment(c)}' for c, k in codes.items())}")  # fmt: skip
+                         f"{', '.join(f'{k} {_named(c)}' for c, k in codes.items())}")  # fmt: skip
         else:
             lines.append(f"  [{at}] {_comment(f)}")
     return lines
@@ -531,7 +532,7 @@ def _missing_line(columns: Columns, f: str) -> str:
     how, fill = columns.missing[f]
     if fill is None:
         return f"  a missing {_comment(f)}: training left such rows out ({how}); the model has no value for it."
-    shown = f"the category {_comment(fill)}" if f in columns.categorical else _comment(fill)
+    shown = f"the category {_named(fill)}" if f in columns.categorical else _comment(fill)
     return f"  a missing {_comment(f)}: training filled it with {shown} ({how}); pass that."
 
 
@@ -544,8 +545,8 @@ def _output_lines(spec: ValidSpec, o: _Output) -> list[str]:
         names = head.class_names
         if names == tuple(str(k) for k in range(len(names))):
             return [f"{what}: one per class, the classes 0 to {len(names) - 1} in order{softmax}."]
-        order = [f"{k} {_comment(c)}" for k, c in enumerate(names)] if len(names) == shape[-1] else \
-            [_comment(c) for c in names]  # fmt: skip
+        order = [f"{k} {_named(c)}" for k, c in enumerate(names)] if len(names) == shape[-1] else \
+            [_named(c) for c in names]  # fmt: skip
         return [f"{what}: one per class, in this order: {', '.join(order)}{softmax}."]
     if head.task == "language":
         return [f"{what}: for each of the {prod(shape[:-1])} positions, one per token id 0 to {shape[-1] - 1}"
@@ -562,6 +563,12 @@ def _comment(text: str) -> str:
     """Text from the data or the spec as a C comment shows it: control characters escaped, and nothing that ends the
     comment, opens another or forms a trigraph (*/, /*, ??)."""
     return label(text, None).replace("*/", "* /").replace("/*", "/ *").replace("??", "?.?")
+
+
+def _named(text: str) -> str:
+    """A category or class name in double quotes (a quote or backslash in it escaped with a backslash), as a C comment
+    shows it: a name holding a comma or a space reads as one name in a list ("north, east", "south")."""
+    return _comment('"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"')
 
 
 def _sizes(name: str, ins: list[_Input], outs: list[_Output]) -> list[str]:

@@ -5,7 +5,8 @@ Imports modelspec.schema, modelspec.layers, modelspec.graph and modelspec.valida
 The schema accepts a spec exactly when the validator's stages before shape inference do, except for what JSON Schema
 cannot say: names that refer to other names (a node's `from:`, `outputs`, `block:` naming a block, `with:` keys
 against the block's `params`, node names unique in a graph), $variables (that each is defined, what its value and
-arithmetic give), and the files data.path names. A value written with $ (in a block's graph, or anywhere before
+arithmetic give), the files data.path names, and which layer's `out` may be `auto` (the one that sets the output's
+width: any layer's `out` is accepted as auto here). A value written with $ (in a block's graph, or anywhere before
 vars are filled in) is accepted wherever a value goes, and a node whose layer, op or block is a $name is checked only
 for its name and from.
 """
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from specgrad.modelspec.auto import AUTO
 from specgrad.modelspec.graph import BLOCK, MAX_NAME, NAME, NODE_KEYS, REPEAT
 from specgrad.modelspec.layers import LAYERS
 from specgrad.modelspec.ops import OPS
@@ -29,6 +31,7 @@ NODE_NAME = {"type": "string", "pattern": f"^{NAME.pattern}$(?!\\n)", "maxLength
 SPEC_NAME = {"type": "string", "pattern": "^\\w[\\w.-]*$(?!\\n)", "maxLength": MAX_SPEC_NAME}
 VAR_NAME = {"type": "string", "pattern": "^[A-Za-z_][A-Za-z0-9_]*$(?!\\n)"}
 REF = {"layer": {"$ref": "#/$defs/layer"}, "node": {"$ref": "#/$defs/node"}}
+AUTO_VALUE = {"const": AUTO, "description": "taken from the data (csv and npz sources)"}
 
 
 def field_schema(f: Field) -> dict[str, Any]:
@@ -66,9 +69,9 @@ def layer_schema() -> dict[str, Any]:
     bare = [name for name, d in LAYERS.items() if not any(f.required for f in d.entry.args.fields.values())]
     options: list[dict[str, Any]] = [{"type": "string", "enum": bare}, DOLLAR]
     for name, d in LAYERS.items():
-        args = section_schema(d.entry.args)
-        value: dict[str, Any] = args if d.entry.shorthand is None else {
-            "anyOf": [args, field_schema(d.entry.args.fields[d.entry.shorthand])]}  # fmt: skip
+        args, short = _auto_out(section_schema(d.entry.args)), d.entry.shorthand
+        value: dict[str, Any] = args if short is None else {
+            "anyOf": [args, _or_auto(field_schema(d.entry.args.fields[short]), short)]}  # fmt: skip
         if name in bare:
             value = {"anyOf": [value, {"type": "null"}]}
         options.append({"type": "object", "description": d.entry.description, "additionalProperties": False,
@@ -99,12 +102,28 @@ def node_schema() -> dict[str, Any]:
 
 def _node(common: dict, kind: str, what: str | None, description: str, args: Section, more: dict | None = None
           ) -> dict[str, Any]:  # fmt: skip
-    section = section_schema(args)
+    section = _auto_out(section_schema(args))
     value = {"const": what} if what is not None else {"type": "string"}
     props = {**common, kind: {"description": f"the {kind}", "anyOf": [value, DOLLAR]}, **(more or {}),
              **{k: v for k, v in section["properties"].items() if k not in NODE_KEYS}}  # fmt: skip
     return {"type": "object", "description": description, "additionalProperties": False, "properties": props,
             "required": ["name", "from", kind, *section["required"]]}  # fmt: skip
+
+
+def _auto_out(section: dict[str, Any]) -> dict[str, Any]:
+    """A layer's arguments with `out: auto` allowed."""
+    if "out" in section["properties"]:
+        section["properties"]["out"] = _or_auto(section["properties"]["out"], "out")
+    return section
+
+
+def _or_auto(schema: dict[str, Any], key: str) -> dict[str, Any]:
+    """`schema`, or `auto` when it is a width the data can give (out, input.shape)."""
+    if key not in ("out", "shape"):
+        return schema
+    if "anyOf" in schema:
+        return {**schema, "anyOf": [*schema["anyOf"], AUTO_VALUE]}
+    return {"description": schema.get("description", ""), "anyOf": [schema, AUTO_VALUE]}
 
 
 def graph_schema(description: str, contains_out: bool) -> dict[str, Any]:
@@ -157,6 +176,8 @@ def spec_json_schema() -> dict[str, Any]:
     props["name"] = {"description": TOP.fields["name"].description, "anyOf": [SPEC_NAME, DOLLAR]}
     props["vars"], props["inputs"], props["blocks"] = vars_schema(), inputs_schema(), blocks_schema()
     props["model"] = model_schema()
+    single = props["input"]["anyOf"][0]["properties"]
+    single["shape"] = _or_auto(single["shape"], "shape")
     data = props["data"]["anyOf"][0]
     data["allOf"] = data_rules()
     data["properties"]["features"]["anyOf"][0]["uniqueItems"] = True

@@ -10,13 +10,14 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from specgrad.flags import SPEC_MEMORY_GB
 from specgrad.helpers import prod
+from specgrad.modelspec.auto import Auto, DataWidths, find_autos, misplaced, placeheld, unresolved, with_widths
 from specgrad.modelspec.errors import Location, Problem, SpecError, excerpt
 from specgrad.modelspec.files import RELATIVE_HINT, check_regular, named_file
 from specgrad.modelspec.graph import (
@@ -51,7 +52,8 @@ def is_float(dtype: str) -> bool:
 
 
 INPUT = Section("input", "the shape of one example", {
-    "shape": Field("list", "axis lengths of one example, without the batch axis", REQUIRED,
+    "shape": Field("list", "axis lengths of one example, without the batch axis; or auto (input: only): from csv or "
+                           "npz data", REQUIRED,
                    item=Field("int", "an axis length", REQUIRED, min=1, max=1 << 20)),
     "dtype": Field("str", "element type", "float32", choices=DTYPES)})  # fmt: skip
 
@@ -61,6 +63,7 @@ ENCODINGS = ("one_hot", "index")  # NOTE: how a categorical csv column is given 
 DELIMITERS = (",", ";", "\t", "|")  # NOTE: what data.delimiter may be, and what is sniffed when it is not given
 MISSING_VALUES = ("", "NA", "N/A", "NaN", "?", "null")  # NOTE: a csv's missing cells, compared case-insensitively
 STRATEGIES = ("drop_row", "mean", "median", "mode")  # NOTE: what fills a missing csv cell, besides {fill: VALUE}
+FLOAT32_MAX = 3.4028234663852886e38  # NOTE: the largest float32 (numpy is not imported here)
 AUGMENT = Section("augment", "random changes to each training example, drawn anew every step from the seed (never to "
                   "validation examples)", {
     "crop": Field("int", "pad each image by this many pixels on every side and cut a random window of its own size "
@@ -255,6 +258,7 @@ class ValidSpec:
     outputs: tuple[str, ...]
     batch_size: int
     root: YNode = field(repr=False, compare=False)
+    resolved: tuple[str, ...] = field(default=(), compare=False)  # what each `auto` became, in words (validate)
 
     def node(self, *keys: str) -> YNode | None:
         """The value at `keys` as written (located), or None where the spec does not write it."""
@@ -313,17 +317,22 @@ def validate_file(
     data_files: bool = True,
     batch: int | None = None,
     init_file: bool | None = None,
+    widths: Callable[[ValidSpec, list[Auto]], DataWidths] | None = None,
 ) -> ValidSpec:
     """Every problem of the first stage that has any, as one SpecError; otherwise the validated spec. With data_files
     False a missing data file is no problem (running or exporting trained weights does not read it); init_file (by
     default as data_files) says whether the init: file is read and checked (a resumed run loads its checkpoint
     instead). `batch` replaces the spec's data.batch_size for the cost figures and the memory check (validate --batch;
-    a spec without a data section has no batch of its own)."""
+    a spec without a data section has no batch of its own). `widths` reads the data for the widths a spec leaves to
+    it (input.shape: auto, out: auto: train.data.data_widths; it reads the data even with data_files False); without
+    it each auto is a problem that says the data is not read."""
     root = resolve(path, overrides)
     if root.kind != "map":
         raise SpecError([Problem(f"a spec is a mapping of keys like specgrad:, name:, model:, got {describe(root)}",
                                  root.loc)])  # fmt: skip
-    problems = check_section(root, TOP, "")
+    autos, problems = find_autos(root)
+    root = placeheld(root, autos) if autos else root
+    problems += check_section(root, TOP, "")
     inputs, found = _inputs(root)
     blocks, block_problems = _blocks(root.get("blocks"))
     problems += found + block_problems
@@ -335,21 +344,42 @@ def validate_file(
     if model is not None:
         nodes, outputs, found = _model(model, blocks, root)
         problems += found
-    _raise(problems)
+    _raise(problems + misplaced(autos, nodes, outputs, len(inputs)))
+    resolved: tuple[str, ...] = ()
+    if autos:  # NOTE: the data's widths in place of the placeholders, then every check again on the numbers
+        root, resolved = _with_data_widths(root, autos, inputs, nodes, outputs, str(path), widths)
+        inputs, _ = _inputs(root)
+        nodes, outputs, _ = _model(root.value["model"], blocks, root) if model is not None else ([], (), [])
     variables = root.get("vars").value if root.get("vars") is not None and root.get("vars").kind == "map" else {}
     steps, shapes = infer(nodes, {k: (s, loc) for k, (s, _, loc) in inputs.items()}, blocks, variables)
     steps, problems = check_weights(tuple(steps), root.get("init"), str(path),
                                     data_files if init_file is None else init_file, run_steps)  # fmt: skip
-    _raise(problems)
-    outputs = outputs or (steps[-1].name,)
-    _raise(_check_losses(root, outputs))
+    outputs = outputs or ((steps[-1].name,) if steps else ())
+    _raise(problems + _check_losses(root, outputs))  # NOTE: the weights and the losses, checked together
     values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)
               for k, f in TOP.fields.items()}  # fmt: skip
     spec = ValidSpec(str(path), values, {k: (s, d) for k, (s, d, _) in inputs.items()}, tuple(steps), outputs,
-                     batch or (values["data"]["batch_size"] if "data" in root.value else 1), root)  # fmt: skip
-    _check_inputs_fit_data(spec, root)
-    _check_budget(spec, model.loc)
+                     batch or (values["data"]["batch_size"] if "data" in root.value else 1), root,
+                     resolved)  # fmt: skip
+    _raise(_digits_problems(spec, root) + _budget_problems(spec, model.loc))
     return spec
+
+
+def _with_data_widths(root: YNode, autos: list[Auto], inputs: dict, nodes: list, outputs: tuple[str, ...],
+                      path: str, widths: Callable[[ValidSpec, list[Auto]], DataWidths] | None
+                      ) -> tuple[YNode, tuple[str, ...]]:  # fmt: skip
+    """The spec with its autos the data's numbers, read by `widths` from a provisional spec (its values checked, the
+    model not yet inferred), and what each became, in words."""
+    if widths is None:
+        _raise(unresolved(autos))
+    values = {k: with_defaults(root.value.get(k), f.section) if f.section else _plain(root, k, f)
+              for k, f in TOP.fields.items()}  # fmt: skip
+    shape_dtype = {k: (s, d) for k, (s, d, _) in inputs.items()}
+    spec = ValidSpec(path, values, shape_dtype, (), outputs or tuple(n.name for n in nodes[-1:]), 1, root)
+    got = widths(spec, autos)
+    said = {"shape": f"input.shape: auto -> {list(got.shape)}", "out": f"out: auto -> {got.out}"}
+    resolved = tuple(f"{said[a.what]} ({got.why[a.what]})" if a.what in got.why else said[a.what] for a in autos)
+    return with_widths(root, autos, got), resolved
 
 
 def run_steps(resolved: str) -> tuple[Step, ...]:
@@ -529,10 +559,16 @@ def strategy_problems(node: YNode, where: str) -> list[Problem]:
             isinstance(fill.value, (str, int, float)) and not isinstance(fill.value, bool):  # fmt: skip
         if not isinstance(fill.value, str) and not math.isfinite(fill.value):
             return [Problem(f"{where}.fill must be a finite number or a category, got {describe(fill)}", fill.loc)]
+        if not isinstance(fill.value, str) and abs(fill.value) > FLOAT32_MAX:  # NOTE: the model reads float32
+            return [Problem(f"{where}.fill is {fill.value:g}, beyond float32's range (about 3.4e38): the model would "
+                            "read infinity", fill.loc, "fill with a number the column could hold")]  # fmt: skip
         if isinstance(fill.value, str) and not fill.value.strip():
             return [Problem(f"{where}.fill is empty: it would fill a missing cell with another one", fill.loc,
                             "fill with a number, or a category such as unknown")]  # fmt: skip
         return []
+    if node.kind == "map" and set(node.value) == {"fill"}:  # NOTE: the key is right: what is wrong is its value
+        return [Problem(f"{where}.fill must be a number or a category (text), got {describe(fill)}", fill.loc,
+                        "e.g. {fill: 0}, or {fill: unknown} for a category")]  # fmt: skip
     hint = did_you_mean(str(node.value), STRATEGIES) if node.kind == "scalar" else None
     if node.kind == "map" and set(node.value) != {"fill"}:
         hint = "the one key is fill, e.g. {fill: 0}"
@@ -702,23 +738,24 @@ def _check_needs_validation(root: YNode) -> list[Problem]:
     return problems
 
 
-def _check_inputs_fit_data(spec: ValidSpec, root: YNode) -> None:
+def _digits_problems(spec: ValidSpec, root: YNode) -> list[Problem]:
     """The bundled digits are 64 pixels per example: the input shape must hold exactly 64 values."""
     if spec.values["data"]["source"] == "digits" and "input" in spec.inputs:
         shape = spec.inputs["input"][0]
         if prod(shape) != 64:
             loc = root.value["input"].value["shape"].loc
-            raise SpecError([Problem(f"the digits are 8x8 = 64 values per example, but input.shape {list(shape)} "
-                                     f"holds {prod(shape)}", loc, "use [1, 8, 8], [8, 8] or [64]")])  # fmt: skip
+            return [Problem(f"the digits are 8x8 = 64 values per example, but input.shape {list(shape)} holds "
+                            f"{prod(shape)}", loc, "use [1, 8, 8], [8, 8] or [64]")]  # fmt: skip
+    return []
 
 
-def _check_budget(spec: ValidSpec, loc: Location) -> None:
+def _budget_problems(spec: ValidSpec, loc: Location) -> list[Problem]:
     """Activations of one batch plus weights, gradients and two Adam moments (float32) must fit SPEC_MEMORY_GB."""
     frozen = spec.params - spec.trainable_params  # NOTE: a frozen weight has no gradient and no optimizer state
     need, budget = spec.activation_bytes + 16 * spec.trainable_params + 4 * frozen, int(SPEC_MEMORY_GB) << 30
-    if need > budget:
-        raise SpecError([Problem(f"one training step needs about {need / 2**30:.1f} GiB (activations of a batch of "
-                                 f"{spec.batch_size} plus {spec.params:,} parameters), over the "
-                                 f"{budget / 2**30:.0f} GiB budget", loc,
-                                 "use a smaller batch_size or fewer or narrower layers, or raise the budget with "
-                                 "SPEC_MEMORY_GB=<GiB>")])  # fmt: skip
+    if need <= budget:
+        return []
+    return [Problem(f"one training step needs about {need / 2**30:.1f} GiB (activations of a batch of "
+                    f"{spec.batch_size} plus {spec.params:,} parameters), over the {budget / 2**30:.0f} GiB budget",
+                    loc, "use a smaller batch_size or fewer or narrower layers, or raise the budget with "
+                    "SPEC_MEMORY_GB=<GiB>")]  # fmt: skip

@@ -12,6 +12,7 @@ Imports modelspec (errors, files, layers, loader, schema) and nn.state (safetens
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable
@@ -29,10 +30,11 @@ from specgrad.modelspec.layers import LAYERS, Shape
 from specgrad.modelspec.layers.base import words
 from specgrad.modelspec.loader import YNode
 from specgrad.modelspec.schema import REQUIRED, Field, Section, describe, did_you_mean
-from specgrad.nn.state import SafetensorsError, safe_load
+from specgrad.nn.state import SafetensorsError, safe_load, safe_load_metadata
 
 if TYPE_CHECKING:
     from specgrad.modelspec.graph import Step
+    from specgrad.modelspec.validate import ValidSpec
 
 INIT = Section("init", "start from existing weights: a safetensors file and which of its tensors go where", {
     "from": Field("str", "a .safetensors file, or a run folder (its model.safetensors, read by weight name), "
@@ -298,6 +300,120 @@ def _map_problem(pair: tuple[str, str, Location, Location], names: dict[str, tup
 
 def _listed(names: list[str], most: int = 8) -> str:
     return ", ".join(names[:most]) + (", ..." if len(names) > most else "")
+
+
+def layout_steps(steps: tuple[Step, ...] | list[Step], start: tuple[str, ...], forward: bool) -> set[str]:
+    """The layers with weights that read `start` (forward: the model's inputs) or give it (backward: its outputs)
+    through steps without weights (ops, activations, dropout): the first layers, or the last."""
+    by_name = {s.name: s for s in steps}
+
+    def near(n: str) -> list[str]:
+        return [s.name for s in steps if n in s.srcs] if forward else list(by_name[n].srcs) if n in by_name else []
+
+    todo, seen, found = [m for n in start for m in near(n)] if forward else list(start), set(), set()
+    while todo:
+        if (n := todo.pop()) in seen or n not in by_name:
+            continue
+        seen.add(n)
+        s = by_name[n]
+        if s.kind == "layer" and LAYERS[s.what].weights(s.in_shapes[0], s.args):
+            found.add(n)
+        else:
+            todo += near(n)
+    return found
+
+
+def layout_problems(init: YNode, plan: InitPlan, names: dict[str, tuple[Step, str, Shape]],
+                    ends: tuple[set[str], set[str]], columns: str | None, classes: list[str] | None
+                    ) -> list[Problem]:  # fmt: skip
+    """Weights of a run loaded by name into the first layers (`ends[0]`) or the last (`ends[1]`) when the run read
+    other columns, in another order or with other categories (`columns`: this spec's data, as Columns.to_meta
+    writes it), or had other classes or another class order (`classes`): the names and shapes agree, but each value
+    would meet the weights of another column or score another class. A file without specgrad's metadata, or init.map
+    (which says itself which tensor goes where), is not compared."""
+    if not plan.named:
+        return []
+    try:
+        meta = safe_load_metadata(plan.path)
+    except (SafetensorsError, OSError):
+        return []
+    src = init.get("from")
+    first = [k for k in plan.pairs if names[k][0].name in ends[0]]
+    last = [k for k in plan.pairs if names[k][0].name in ends[1]]
+    whys = _column_changes(meta.get("columns"), columns) if first else []
+    loads = ", ".join(first)
+    if last and not whys:
+        whys, loads = _class_changes(meta.get("class_names"), classes), ", ".join(last)
+    return [Problem(f"init: {src.value} was trained with {why}, so its {loads} would {harm}", src.loc,
+                    "lay the data out as the run's (data.features in its order, the same categories and classes), "
+                    "or leave init: out to start from the seed")
+            for why, harm in whys]  # fmt: skip
+
+
+def check_init_layout(spec: ValidSpec, columns: str | None, classes: list[str] | None, steps_of: StepsOf
+                      ) -> list[Problem]:  # fmt: skip
+    """layout_problems of the spec's init: against its data's layout (`columns` as Columns.to_meta writes them, the
+    class names in order; None where the data has none), known once the data is read (train, validate)."""
+    if (init := given_init(spec.node("init"))) is None:
+        return []
+    names = weight_names(spec.steps)
+    plan = init_plan(init, spec.path, names, steps_of)
+    ends = (layout_steps(spec.steps, tuple(spec.inputs), True), layout_steps(spec.steps, tuple(spec.outputs), False))
+    return layout_problems(init, plan, names, ends, columns, classes)
+
+
+def _json_value(text: str | None) -> Any:
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def _column_changes(run: str | None, ours: str | None) -> list[tuple[str, str]]:
+    """(what differs, what it does) between the run's columns and this data's, both as Columns.to_meta writes them."""
+    theirs, mine = _json_value(run), _json_value(ours)
+    if not isinstance(theirs, dict) or not isinstance(mine, dict):
+        return []
+    a, b = list(theirs.get("features", [])), list(mine.get("features", []))
+    harm = "give each value the weights of another column"
+    if a != b:
+        what = "its columns in another order" if sorted(a) == sorted(b) else "other columns"
+        return [(f"{what} (the run read {_quoted(a)}; this spec's data reads {_quoted(b)})", harm)]
+    ret = []
+    cats_a, cats_b = theirs.get("categorical", {}), mine.get("categorical", {})
+    for f in a:
+        (enc_a, va), (enc_b, vb) = (((c or {}).get("encoding"), list((c or {}).get("values", [])))
+                                    for c in (cats_a.get(f), cats_b.get(f)))  # fmt: skip
+        if enc_a != enc_b:
+            was, now = (f"{e} categorical" if e else "numeric" for e in (enc_a, enc_b))
+            ret.append((f"column {_quoted([f])} encoded otherwise (the run's: {was}; this spec's data: {now})", harm))
+        elif va != vb:
+            added, removed = [v for v in vb if v not in va], [v for v in va if v not in vb]
+            parts = [f"added: {_quoted(added)}"] * bool(added) + [f"removed: {_quoted(removed)}"] * bool(removed)
+            what = "; ".join(parts) or "in another order"
+            ret.append((f"other categories of column {_quoted([f])} ({what}; the run's: {_quoted(va)})",
+                        "read each category with the weights of another"))  # fmt: skip
+    return ret
+
+
+def _class_changes(run: str | None, ours: list[str] | None) -> list[tuple[str, str]]:
+    """(what differs, what it does) between the run's class names, in order, and this data's. Numbered classes (0, 1,
+    ...) on either side are the other side's in order: data.class_names only names whole-number labels."""
+    theirs = _json_value(run)
+    if not isinstance(theirs, list) or ours is None or theirs == list(ours):
+        return []
+    numbered = [str(k) for k in range(len(ours))]
+    if len(theirs) == len(ours) and numbered in (theirs, list(ours)):
+        return []
+    what = "its classes in another order" if sorted(map(str, theirs)) == sorted(ours) else "other classes"
+    return [(f"{what} (the run's: {_quoted(theirs)}; this spec's data's: {_quoted(list(ours))})",
+             "score each example for another class")]  # fmt: skip
+
+
+def _quoted(values: list[Any], most: int = 12) -> str:
+    """Names in quotes, escaped: a category may hold a comma or a quote."""
+    shown = ", ".join(json.dumps(excerpt(str(v), 40)) for v in values[:most])
+    return shown + (f", ... ({len(values):,} in all)" if len(values) > most else "")
 
 
 def init_tensors(init: YNode, spec: str, names: dict[str, tuple[Step, str, Shape]], steps_of: StepsOf

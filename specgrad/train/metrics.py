@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from specgrad.modelspec.errors import SpecError, excerpt
+from specgrad.modelspec.errors import Problem, SpecError, excerpt
 from specgrad.modelspec.schema import did_you_mean
 from specgrad.modelspec.validate import METRICS, ValidSpec, top_k
 from specgrad.train.data import Dataset
@@ -47,36 +47,53 @@ def outputs_metrics(spec: ValidSpec, data: Dataset) -> list[tuple[str, str, str,
 def check_metrics(spec: ValidSpec, data: Dataset) -> None:
     """Each metric asked for that fits an output fits its data (AUC: two classes; top-k: more than k classes), the
     watched one (train.early_stopping.metric) is one the run reports, and train.class_weights names the data's
-    classes: else an error at the spec's line. Run by validate (on the data) and by train."""
-    t, outputs = spec.values["train"], outputs_metrics(spec, data)
+    classes: else every such problem at once, each at the spec's line. Run by validate (on the data) and by train."""
+    if problems := metric_problems(spec, data):
+        raise SpecError(problems)
+
+
+def metric_problems(spec: ValidSpec, data: Dataset) -> list[Problem]:
+    """What check_metrics raises: every problem of the metrics and class weights with the data, in the spec's
+    order."""
+    t, outputs, problems = spec.values["train"], outputs_metrics(spec, data), []
     if data.heads and t.get("class_weights") is not None:
         node = spec.node("train", "class_weights")
-        raise SpecError.at(node.loc if node is not None else None, "train.class_weights is for a model with one "
-                           "output; this one has several", "remove train.class_weights")  # fmt: skip
-    class_weights(spec, data)
+        problems.append(Problem("train.class_weights is for a model with one output; this one has several",
+                                node.loc if node is not None else None, "remove train.class_weights"))  # fmt: skip
+    try:
+        class_weights(spec, data)
+    except SpecError as e:
+        problems += e.problems
     classes = {o: (data.heads[o].num_classes if data.heads else data.num_classes) or 0 for o, *_ in outputs}
     listed = spec.node("train", "metrics")
     for i, m in enumerate(t["metrics"]):
         loc = listed.value[i].loc if listed is not None and listed.kind == "seq" and i < len(listed.value) else None
         for o, _, _, metrics in outputs:
             if m == "auc" and m in metrics and classes[o] != 2:
-                raise SpecError.at(loc, f"auc is the area under the ROC curve of two classes, but the data has "
-                                   f"{classes[o]}", "use f1, precision or recall (macro averages)")  # fmt: skip
+                problems.append(Problem(f"auc is the area under the ROC curve of two classes, but the data has "
+                                        f"{classes[o]}", loc,
+                                        "use f1, precision or recall (macro averages)"))  # fmt: skip
             if (k := top_k(m)) is not None and m in metrics and k >= classes[o]:
-                raise SpecError.at(loc, f"{m} counts the label among the {k} best scores, but the data has "
-                                   f"{classes[o]} classes, so it would always be 1",
-                                   f"use top{max(2, classes[o] - 1)} or fewer, or accuracy")  # fmt: skip
-    stop = t["early_stopping"]
+                problems.append(Problem(f"{m} counts the label among the {k} best scores, but the data has "
+                                        f"{classes[o]} classes, so it would always be 1", loc,
+                                        f"use top{max(2, classes[o] - 1)} or fewer, or accuracy"))  # fmt: skip
+    return problems + _watched_problems(spec, data, outputs)
+
+
+def _watched_problems(spec: ValidSpec, data: Dataset, outputs: list[tuple[str, str, str, tuple[str, ...]]]
+                      ) -> list[Problem]:  # fmt: skip
+    """train.early_stopping.metric must be a figure the run reports."""
+    stop = spec.values["train"]["early_stopping"]
     if not stop or stop["metric"] == "accuracy":  # NOTE: accuracy without a classifier watches the loss
-        return
+        return []
     has = ["loss", *outputs[0][3]] if len(outputs) == 1 else \
         ["loss", *(f"{o}.{m}" for o, _, _, metrics in outputs for m in ("loss", *metrics))]  # fmt: skip
-    if stop["metric"] not in has:
-        node = spec.node("train", "early_stopping", "metric")
-        raise SpecError.at(node.loc if node is not None else None, f"train.early_stopping.metric is "
-                           f"{stop['metric']}, which this run does not report (its {data.task} data has: "
-                           f"{', '.join(has)})", did_you_mean(stop["metric"], has) or
-                           f"watch one of {', '.join(has)}")  # fmt: skip
+    if stop["metric"] in has:
+        return []
+    node = spec.node("train", "early_stopping", "metric")
+    return [Problem(f"train.early_stopping.metric is {stop['metric']}, which this run does not report (its "
+                    f"{data.task} data has: {', '.join(has)})", node.loc if node is not None else None,
+                    did_you_mean(stop["metric"], has) or f"watch one of {', '.join(has)}")]  # fmt: skip
 
 
 def class_weights(spec: ValidSpec, data: Dataset) -> np.ndarray | None:
@@ -97,14 +114,18 @@ def class_weights(spec: ValidSpec, data: Dataset) -> np.ndarray | None:
     if given == "balanced":  # NOTE: scikit-learn's: n / (classes * count); a class with no training example weighs n
         counts = np.bincount(np.asarray(data.y_train).reshape(-1), minlength=len(names)).astype(np.float64)
         return len(data.y_train) / (len(names) * np.maximum(counts, 1))
-    ret = np.ones(len(names), np.float64)
+    ret, unknown = np.ones(len(names), np.float64), []
     for k, v in given.items():
         if str(k) not in names:
             at = node.key_locs[k] if node is not None and node.key_locs and k in node.key_locs else loc
-            raise SpecError.at(at, f"train.class_weights names the class '{excerpt(str(k))}', which the data does not "
-                               f"have (its classes: {', '.join(names[:20])}{', ...' if len(names) > 20 else ''})",
-                               did_you_mean(str(k), names) or "name the classes as the data writes them")  # fmt: skip
+            shown = f"{', '.join(names[:20])}{', ...' if len(names) > 20 else ''}"
+            hint = did_you_mean(str(k), names) or "name the classes as the data writes them"
+            unknown.append(Problem(f"train.class_weights names the class '{excerpt(str(k))}', which the data does not "
+                                   f"have (its classes: {shown})", at, hint))  # fmt: skip
+            continue
         ret[names.index(str(k))] = float(v)
+    if unknown:
+        raise SpecError(unknown)
     if not ret.sum() > 0:
         raise SpecError.at(loc, "every class weighs 0 in train.class_weights, so there would be nothing to learn",
                            "give at least one class a weight above 0")  # fmt: skip

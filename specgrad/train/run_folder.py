@@ -42,7 +42,7 @@ from specgrad.modelspec.schema import Section
 from specgrad.modelspec.validate import MAX_NAME, MAX_NAME_BYTES, TOP, ValidSpec, validate_file
 from specgrad.modelspec.weights import given_init, init_file
 from specgrad.nn.state import ChecksumMismatch, FileTooLarge, SafetensorsError, safe_load_metadata
-from specgrad.train.data import data_file, is_random_split_run
+from specgrad.train.data import Dataset, data_file, is_random_split_run
 from specgrad.train.folder_io import LOG_CAP, REMOVE_HINT, files_in, json_lines, read_in, regular_file
 from specgrad.train.plots import plottable
 
@@ -270,6 +270,14 @@ def cleanup_partial_files(folder: Path) -> None:
         with contextlib.suppress(FileNotFoundError):
             if stat.S_ISREG(tmp.lstat().st_mode):  # NOTE: a folder or link of that name is not one of ours
                 tmp.unlink()
+
+
+def data_layout(d: Dataset) -> tuple[str | None, list[str] | None]:
+    """What the first and last layers' weights are laid out by: a csv's columns (Columns.to_meta's text) and a
+    classifier's class names in order; None where the data has none. Written to the weights' metadata, and compared
+    with a warm start's (init.from) before it loads."""
+    names = list(d.class_names or [str(k) for k in range(d.num_classes or 0)]) if d.task == "classify" else None
+    return (d.columns.to_meta() if d.columns is not None else None), names
 
 
 # *** metrics ***

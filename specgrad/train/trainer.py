@@ -29,7 +29,8 @@ from specgrad import Tensor, TinyJit
 from specgrad.helpers import NonFiniteLoss, atomic_write
 from specgrad.modelspec.builder import Model, build_model
 from specgrad.modelspec.errors import SpecError
-from specgrad.modelspec.validate import ValidSpec, higher_is_better, is_metric
+from specgrad.modelspec.validate import ValidSpec, higher_is_better, is_metric, run_steps
+from specgrad.modelspec.weights import check_init_layout
 from specgrad.nn import optim
 from specgrad.nn.state import (
     SafetensorsError,
@@ -56,6 +57,7 @@ from specgrad.train.run_folder import (
     checkpoint_folder,
     checkpoints,
     cleanup_partial_files,
+    data_layout,
     extensions,
     newest_checkpoint,
     prune,
@@ -113,6 +115,16 @@ class OutputLoss:
     loss: str = "cross_entropy"
     hits: LossFn = field(default=lambda out, y: correct(out, y))
     metrics: tuple[str, ...] = ()
+    class_weights: np.ndarray | None = None  # NOTE: train.class_weights, one per class; the loss is their weighted mean
+
+    def weight_sum(self, out: Tensor, y: Tensor) -> Tensor:
+        """The sum of w[label] over a batch, as the weighted loss divides by it, so that the validation loss is the
+        split's weighted mean (the batches' sums of w x loss over the sum of w), whatever the batch size."""
+        assert self.class_weights is not None
+        w = self.class_weights.astype(np.float32)
+        if self.loss == "binary_cross_entropy":
+            return (y.reshape(-1).cast(out.dtype) * float(w[1] - w[0]) + float(w[0])).sum()
+        return (y.reshape(-1).one_hot(len(w)).cast(out.dtype) * Tensor(w)).sum()
 
     @property
     def from_outputs(self) -> bool:
@@ -191,17 +203,19 @@ def output_losses(spec: ValidSpec, data: Dataset) -> list[OutputLoss]:
     one loss for the one output, with the metrics it reports."""
     t = spec.values["train"]
     delta = t.get("huber_delta", 1.0)
+    weights = None
     if data.heads:
         shape = {o: data.y_train.dtype[o].shape for o in data.heads}
         parts = [(o, h.task, h.weight, h.loss, make_losses(h.task, h.loss, h.target_stats, shape[o], delta))
                  for o, h in data.heads.items()]  # fmt: skip
     else:
+        weights = class_weights(spec, data)
         ((name, (loss, _)),) = spec.losses.items()
-        made = make_losses(data.task, loss, data.target_stats, data.y_train.shape[1:], delta, class_weights(spec, data))
+        made = make_losses(data.task, loss, data.target_stats, data.y_train.shape[1:], delta, weights)
         parts = [(name, data.task, 1.0, loss, made)]
     asked = asked_metrics(spec)
     return [OutputLoss(o, task, w, *fns, loss, binary_correct if loss == "binary_cross_entropy" else correct,
-                       reported_metrics(task, loss, asked)) for o, task, w, loss, fns in parts]  # fmt: skip
+                       reported_metrics(task, loss, asked), weights) for o, task, w, loss, fns in parts]  # fmt: skip
 
 
 def weighted(losses: list[OutputLoss], outs: tuple[Tensor, ...], ys: list[Tensor], reported: bool = False) -> Tensor:
@@ -434,6 +448,8 @@ class Trainer:
         """Data, model, optimizer and the captured step; `init` loads the spec's init: weights (a resumed run loads
         its checkpoint instead)."""
         data = load_data(spec)
+        if init and not data.heads and (problems := check_init_layout(spec, *data_layout(data), run_steps)):
+            raise SpecError(problems)  # NOTE: names and shapes agree, but the run read other columns or classes
         model = build_model(spec, init=init)
         t = spec.values["train"]
         if len(data.x_train) < spec.batch_size:
@@ -477,7 +493,8 @@ class Trainer:
         with several outputs, the weighted total loss, and each output's loss and accuracy as <output>.loss and
         <output>.accuracy. The pass is captured once per batch shape and replayed (train.validation), its figures read
         once at the end; they are an uncaptured pass's, bit for bit: each batch's float32 loss times its examples,
-        summed in float64 in batch order, and exact hit counts."""
+        summed in float64 in batch order (with train.class_weights, times the batch's sum of weights, over the split's
+        sum: the split's weighted mean, as spec.md says), and exact hit counts."""
         data, size, n = self.data, self.spec.batch_size, len(self.data.x_valid)
         lengths = [min(size, n - i) for i in range(0, n, size)]
         counted = [x.task in ("classify", "language") for x in self.losses]
@@ -494,10 +511,15 @@ class Trainer:
         outputs = iter(read[len(read) - sum(x.from_outputs for x in self.losses) :])
         per: dict[str, dict[str, float]] = {}
         for part, has_hits in zip(self.losses, counted):
-            loss = 0.0
-            for value, m in zip(next(figures, []), lengths):
-                loss += value * m  # NOTE: the float32 loss as .item() gives it, times the batch's examples
-            per[part.name] = {"loss": loss / max(n, 1)}
+            loss, values = 0.0, next(figures, [])
+            if part.class_weights is not None:  # NOTE: the split's weighted mean: sum of w x loss over sum of w
+                sums = next(figures, [])
+                total = math.fsum(sums)
+                per[part.name] = {"loss": math.fsum(v * w for v, w in zip(values, sums)) / total if total else 0.0}
+            else:
+                for value, m in zip(values, lengths):
+                    loss += value * m  # NOTE: the float32 loss as .item() gives it, times the batch's examples
+                per[part.name] = {"loss": loss / max(n, 1)}
             if has_hits:
                 hits, labels = sum(next(figures, [])), self._labels(part.name)
                 per[part.name] |= {"accuracy": hits / labels} if labels else {}
@@ -511,14 +533,17 @@ class Trainer:
         return ret | {f"{name}.{k}": v for name, metrics in per.items() for k, v in metrics.items()}
 
     def _measure(self, xs: list[Tensor], ys: list[Tensor]) -> list[Tensor]:
-        """One validation batch's figures, in the order evaluate reads them: per output its reported loss, then (for
-        classifiers and language models) its hit count, each realized as .item() realizes it and in the same order,
-        so the kernels, and their results, are those of an uncaptured pass. Last, the outputs of those whose metrics
+        """One validation batch's figures, in the order evaluate reads them: per output its reported loss, its sum of
+        class weights (with train.class_weights), then (for classifiers and language models) its hit count, each
+        realized as .item() realizes it and in the same order, so the kernels, and their results, are those of an
+        uncaptured pass. Last, the outputs of those whose metrics
         need the whole split (F1, AUC, R^2, ...), (batch_size, values) each: a shorter last batch padded with zeros,
         so every batch fills a slot of one shape, and the pass reads them once (train.validation)."""
         ret, kept = [], []
         for part, out, y in zip(self.losses, self.model.outputs(*xs), ys):
             ret.append(part.reported(out, y).contiguous().realize())
+            if part.class_weights is not None:
+                ret.append(part.weight_sum(out, y).contiguous().realize())
             if part.task in ("classify", "language"):
                 ret.append(part.hits(out, y).contiguous().realize())
             if part.from_outputs:
@@ -757,11 +782,11 @@ class Trainer:
         d = self.data
         meta = {"spec_hash": spec_hash(self.spec.values), "name": str(self.spec.values["name"]), "task": d.task,
                 "normalization": _listed(d.stats), "target_normalization": _listed(d.target_stats)}  # fmt: skip
-        if d.task == "classify":
-            names = d.class_names or [str(k) for k in range(d.num_classes or 0)]
-            meta["class_names"] = json.dumps(list(names))
-        if d.columns is not None:
-            meta["columns"] = d.columns.to_meta()
+        columns, names = data_layout(d)
+        if names is not None:
+            meta["class_names"] = json.dumps(names)
+        if columns is not None:
+            meta["columns"] = columns
         if d.heads:  # NOTE: several inputs or outputs: statistics per input, and each output's own contract
             meta["normalization"] = json.dumps({k: _plain(v) for k, v in d.input_stats.items()})
             meta["outputs"] = json.dumps({o: {"task": h.task, "target_normalization": _plain(h.target_stats),

@@ -111,6 +111,10 @@ def test_evaluate_a_file_with_missing_cells_and_labels(trained: dict) -> None:
     weights = trained["run"] / "model.safetensors"
     out = json.loads(ok("evaluate", trained["folder"] / "spec.yaml", "--weights", weights, "--split", path, "--json"))
     assert out["examples"] == 30 - 3  # NOTE: 106, 117 and 128 have no label: left out, never filled
+    assert out["left_out"] == {"no_target": 3, "drop_row": 0}
+    shown = ok("evaluate", trained["folder"] / "spec.yaml", "--weights", weights, "--split", path)
+    said = " ".join(shown.split())  # NOTE: the console wraps a long line
+    assert f"3 row(s) of {path} left out: 3 without a target, 0 with a missing cell in a drop_row column" in said
 
 
 def encoded(lines: list[list[str]], columns: dict) -> np.ndarray:

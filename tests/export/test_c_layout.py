@@ -89,11 +89,13 @@ def test_header_names_the_columns_one_hot_order_and_classes(shop: Path, tmp_path
             "and prints probabilities on one line.\n"
             " * input: 5 float values, the csv's columns in this order:\n"
             " *   [0] size\n"
-            " *   [1..3] color: one-hot, 1 at the row's category and 0 at the others, in this order: blue, green, red\n"
+            " *   [1..3] color: one-hot, 1 at the row's category and 0 at the others, in this order: "
+            '"blue", "green", "red"\n'
             " *   [4] weight\n"
             " *   standardized by shop_forward with the training split's mean and std ((x - mean) / std, one-hot "
             "values as 0 and 1): pass the values as the data holds them.\n"
-            " * logits and probabilities (2 floats each): one per class, in this order: 0 cheap, 1 dear * / x?.?/; "
+            " * logits and probabilities (2 floats each): one per class, in this order: "
+            '0 "cheap", 1 "dear * / x?.?/"; '
             "probabilities are the softmax of the logits.\n */\n") in _unwrapped(header)  # fmt: skip
     assert header.count("*/") == 2, "a class name ended the comment"  # NOTE: the title's and the layout's
     _build(cc, tmp_path / "shop.c")
@@ -204,4 +206,4 @@ def test_header_says_what_fills_a_missing_cell(tmp_path: Path) -> None:
     _cli("train", tmp_path / "spec.yaml", "--out", tmp_path / "runs")
     header = _unwrapped(_export(tmp_path / "runs" / "shop-1", tmp_path / "shop.c"))
     assert re.search(r" \*   a missing size: training filled it with 3\.\d+ \(mean\); pass that\.\n", header), header
-    assert " *   a missing color: training filled it with the category blue (mode); pass that.\n" in header
+    assert ' *   a missing color: training filled it with the category "blue" (mode); pass that.\n' in header

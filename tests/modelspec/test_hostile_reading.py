@@ -24,7 +24,8 @@ from safetensors.numpy import save_file
 from specgrad.cli.main import app
 from typer.testing import CliRunner
 
-import specgrad.train.data as data_module
+import specgrad.train.sources.csv as csv_source
+import specgrad.train.sources.text as text_source
 from specgrad import Tensor
 from specgrad.flags import Context
 from specgrad.modelspec.errors import SpecError
@@ -225,12 +226,12 @@ def test_a_text_source_refuses_a_file_over_the_limit_too(project: Path) -> None:
 
 def test_csv_and_text_sources_bound_what_they_hold_in_memory(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A csv's cells are Python strings and a text's windows 16 bytes a character: each has a cap of its own."""
-    monkeypatch.setattr(data_module, "MAX_CSV_CELLS", 1000)
+    monkeypatch.setattr(csv_source, "MAX_CSV_CELLS", 1000)
     (project / "d.csv").write_text("a,b,y\n" + "1,2,0\n3,4,1\n" * 200)
     output = validate(csv_spec(project, "d.csv"))[1]
     assert output.startswith(f"{project / 'd.csv'}:334:1: error: d.csv has more than 1,000 cells"), output
     assert "source: npz" in output
-    monkeypatch.setattr(data_module, "MAX_TEXT_CHARS", 1000)
+    monkeypatch.setattr(text_source, "MAX_TEXT_CHARS", 1000)
     (project / "t.txt").write_text("abcdefgh\n" * 200)
     path = spec(project, "specgrad: 1\nname: t\ninput: {shape: [8], dtype: int32}\nmodel: [{embedding: {vocab: 128, "
                 "dim: 4}}, {linear: 128}]\ndata: {source: text, path: t.txt, context: 8}\n")  # fmt: skip

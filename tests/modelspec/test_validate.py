@@ -357,7 +357,7 @@ DATA_BAD = [
      "bad.yaml:5:27: error: y[9] in d.npz is 1099511627776, too large: out of range of the model's 3 classes (0..2)"),
     ("label past int32 under mse", NPZ_SPEC + "train: {loss: mse}\n",
      {"d.npz": {"x": np.zeros((12, 2)), "y": np.array([0, 1, 2] * 3 + [2**40, 0, 1])}},
-     "bad.yaml:6:15: error: train.loss is mse, but 'y' in d.npz are class labels, which cross_entropy learns"),
+     "bad.yaml:5:27: error: y[9] in d.npz is 1099511627776, too large: out of range of int32 class labels"),
     ("one class", CSV_SPEC.replace("batch_size: 2}", TASK), {"d.csv": LABELS.replace(",0\n", ",1\n").replace(",2\n",
                                                                                                           ",1\n")},
      "d.csv:2:3: error: the classes in column 'y' of d.csv hold only one class (1): a classifier needs examples of at "

@@ -126,11 +126,17 @@ def test_empty_categorical_cells_are_located(tmp_path: Path) -> None:
 
 def test_a_text_column_not_said_to_be_categorical_is_one_problem(tmp_path: Path) -> None:
     csv = table(tmp_path)
+    # NOTE: the width is checked as the hint would make it: city one-hot (4 values) + size (7) + color (3) = 14
+    path = spec(tmp_path, ONE_HOT.replace("city: one_hot", "size: one_hot"), shape="[14]")
+    text = (f"{csv}:1:3: error: column 'city' holds text ('Berlin', 'Paris', 'Rome', ...), not numbers\n"
+            "  hint: to feed it to the model as categories, add it to data.categorical, e.g. categorical: "
+            "{city: one_hot}; to leave it out, list the other columns in data.features")  # fmt: skip
+    assert messages(path) == [text]
     path = spec(tmp_path, ONE_HOT.replace("city: one_hot", "size: one_hot"), shape="[12]")
-    found = messages(path)
-    assert found == [f"{csv}:1:3: error: column 'city' holds text ('Berlin', 'Paris', 'Rome', ...), not numbers\n"
-                     "  hint: to feed it to the model as categories, add it to data.categorical, e.g. categorical: "
-                     "{city: one_hot}; to leave it out, list the other columns in data.features"]  # fmt: skip
+    assert messages(path) == [f"{path}:3:16: error: the columns give size (7 values) + color (3 values) + city (4 "
+                              "values) = 14 values per example, but the input's shape is [12] (with 'city' one-hot "
+                              "encoded, as data.categorical would encode it)\n  hint: set the input's shape to [14]",
+                              text]  # fmt: skip
 
 
 # *** index: codes for one embedding ***
@@ -211,9 +217,9 @@ def test_spec_mistakes_are_located(tmp_path: Path) -> None:
         "  hint: add it to data.features, or remove it from categorical"
     ]
     missing = spec(tmp_path, ONE_HOT.replace("city: one_hot", "cty: one_hot"))
-    assert messages(missing)[0].startswith(
-        f"{tmp_path / 'd.csv'}:1:1: error: data.categorical names the column "
-        "'cty', but d.csv has no such column\n  hint: did you mean 'city'?"
+    assert messages(missing)[0].startswith(  # NOTE: at the key to edit; the header's place as context
+        f"{missing}:10:33: error: data.categorical names the column "
+        "'cty', but d.csv has no such column (d.csv:1:1)\n  hint: did you mean 'city'?"
     )
     other = spec(tmp_path, "source: spirals\ncategorical: {x: one_hot}\n", shape="[2]", model="[{linear: 2}]",
                  train="{steps: 1}")  # fmt: skip

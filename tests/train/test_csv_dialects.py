@@ -242,8 +242,8 @@ def test_every_row_left_out_is_one_error(tmp_path: Path) -> None:
     found = messages(spec(tmp_path, "a,b,y\n1,2,NA\n3,4,?\n"))
     assert found == [
         f"{tmp_path / 'spec.yaml'}:8:9: error: every row of d.csv is left out: 2 with its target "
-        "missing, 0 with a missing cell in a drop_row column\n  hint: fill the missing cells, or fill "
-        "them with data.missing: mean, median or mode"
+        "missing, 0 with a missing cell in a drop_row column\n  hint: a row without its target is always left out "
+        "(a target is never filled): add the targets to the file"
     ]
 
 
@@ -285,3 +285,45 @@ def test_a_null_strategy_is_the_default_and_an_empty_fill_is_refused(tmp_path: P
         f"{path}:13:19: error: data.missing.fill is empty: it would fill a missing cell "
         "with another one\n  hint: fill with a number, or a category such as unknown"
     ]
+
+
+def test_a_fill_beyond_float32_is_refused_at_its_key(tmp_path: Path) -> None:
+    """Finite as a float64, infinite as the float32 the model reads: refused where it is written, as a cell is."""
+    path = spec(tmp_path, "a,b,y\n1,2,3\n,4,5\n6,7,8\n9,1,2\n", "missing_columns: {a: {fill: 1e39}}\n")
+    with pytest.raises(SpecError) as e:
+        validate_file(path)
+    (problem,) = e.value.problems
+    assert problem.loc is not None and problem.loc.line == 13 and "beyond float32's range" in str(problem)
+    path = spec(tmp_path, "a,b,y\n1,2,3\n,4,5\n6,7,8\n9,1,2\n", "missing_columns: {a: {fill: -3.4e38}}\n")
+    assert load_data(validate_file(path)).x_train.dtype == np.float32
+
+
+def test_every_target_missing_is_not_offered_a_fill(tmp_path: Path) -> None:
+    """A target is never filled: the hint says to add the targets, not to set data.missing (which would not help)."""
+    path = spec(tmp_path, "a,b,y\n" + "".join(f"{i},{i},NA\n" for i in range(10)), "missing: mean\n")
+    (message,) = messages(path)
+    assert "every row of d.csv is left out: 10 with its target missing" in message
+    assert "a target is never filled" in message and "data.missing" not in message.split("hint:")[1]
+
+
+def test_a_fill_is_read_as_the_file_writes_numbers_and_a_wrong_value_is_named(tmp_path: Path) -> None:
+    """With decimal ",", {fill: "2,5"} is 2.5; {fill: true} (or null, or a list) is refused for its value, at it."""
+    path = spec(tmp_path, "a;b;y\n1,5;2;3\n;4;5\n6;7;8\n9;1;2\n", 'decimal: ","\nmissing_columns: {a: {fill: "2,5"}}\n')
+    data = load_data(validate_file(path))
+    assert 2.5 in np.concatenate([data.x_train[:, 0], data.x_valid[:, 0]])
+    for bad in ("true", "null", "[1]"):
+        path = spec(tmp_path, "a,b,y\n1,2,3\n,4,5\n6,7,8\n9,1,2\n", f"missing_columns: {{a: {{fill: {bad}}}}}\n")
+        with pytest.raises(SpecError) as e:
+            validate_file(path)
+        (problem,) = e.value.problems
+        assert "data.missing_columns.a.fill must be a number or a category (text)" in str(problem), str(problem)
+        assert problem.loc is not None and problem.loc.line == 13
+
+
+def test_a_delimiter_ending_every_line_is_dropped_and_one_ending_some_is_named(tmp_path: Path) -> None:
+    """Every line ending with the delimiter (a spreadsheet's habit): the empty, nameless last column is not data. Only
+    some lines: the nameless column is an error whose hint names the cause."""
+    data = load_data(validate_file(spec(tmp_path, "a,b,y,\n1,2,3,\n4,5,6,\n7,8,9,\n1,2,3,\n")))
+    assert data.x_train.shape[1] == 2
+    found = [m for m in messages(spec(tmp_path, "a,b,y,\n1,2,3,\n4,5,6\n7,8,9,\n1,2,3,\n")) if "has no name" in m]
+    assert found and "a line ending with the delimiter makes an empty last column" in found[0], found

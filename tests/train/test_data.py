@@ -417,8 +417,12 @@ def missing_hint(column: str) -> str:
 
 
 def test_csv_bad_cells_are_all_reported() -> None:
-    file = FIXTURES / "bad_cells.csv"
-    assert problems(validate_file(FIXTURES / "bad_cells.yaml")) == [
+    file, spec = FIXTURES / "bad_cells.csv", FIXTURES / "bad_cells.yaml"
+    assert problems(validate_file(spec)) == [
+        # NOTE: the spec's own mistake (no train: section, so the default loss) is found beside the bad cells
+        f"{spec}:9:11: error: train.loss is cross_entropy (the default), which learns class labels, but the values of "
+        "column 'price' in bad_cells.csv are numbers to predict (a regression)\n  hint: use loss: mse; if the numbers "
+        "are class labels 0, 1, 2, ..., set data.task: classify",
         f"{file}:3:2: error: row 3, column 'area' is missing ('n/a')\n  hint: {missing_hint('area')}",
         f"{file}:4:3: error: row 4, column 'age' is missing ('nan')\n  hint: {missing_hint('age')}",
         f"{file}:5:4: error: row 5 has 3 cells, but the header has 4 columns\n  hint: check for a missing or extra "
@@ -427,38 +431,52 @@ def test_csv_bad_cells_are_all_reported() -> None:
 
 
 def test_csv_missing_column_says_did_you_mean(tmp_path: Path) -> None:
-    spec = csv_spec(tmp_path, "rooms,area,y\n1,2,3\n", "features: [rooms, arae]\n")
-    assert problems(spec) == [f"{tmp_path / 'd.csv'}:1:1: error: data.features names the column 'arae', but "
-                              "d.csv has no such column\n  hint: did you mean 'area'? the header has: rooms, area, "
-                              "y"]  # fmt: skip
+    spec = csv_spec(tmp_path, "rooms,area,y\n" + "1,2,3\n" * 5, "features: [rooms, arae]\n")
+    # NOTE: at the spec's item to edit, the header's place as context
+    assert problems(spec) == [f"{tmp_path / 'spec.yaml'}:{DATA_LINE + 4}:21: error: data.features names the column "
+                              "'arae', but d.csv has no such column (d.csv:1:1)\n  hint: did you mean 'area'? the "
+                              "header has: rooms, area, y"]  # fmt: skip
 
 
 def test_csv_without_header_says_so(tmp_path: Path) -> None:
     spec = csv_spec(tmp_path, "1,2,3\n4,5,6\n", "features: [a, b]\n")
     hint = "  hint: the first row holds numbers: it must be a header row naming the columns. the header has: 1, 2, 3"
-    assert problems(spec)[-1] == f"{tmp_path / 'd.csv'}:1:1: error: data.target names the column 'y', but d.csv has " \
-                                 f"no such column\n{hint}"  # fmt: skip
+    at, lacks = f"{tmp_path / 'spec.yaml'}", f"but d.csv has no such column (d.csv:1:1)\n{hint}"
+    assert problems(spec) == [  # NOTE: every name the header lacks, each at its key, in the spec's order
+        f"{at}:{DATA_LINE + 2}:11: error: data.target names the column 'y', {lacks}",
+        f"{at}:{DATA_LINE + 4}:14: error: data.features names the column 'a', {lacks}",
+        f"{at}:{DATA_LINE + 4}:17: error: data.features names the column 'b', {lacks}",
+    ]
 
 
 @pytest.mark.parametrize(("text", "where", "message"), [
     ("", "1:1", "d.csv is empty: a CSV file needs a header row naming the columns, then one row per example"),
     ("\n\n", "1:1", "d.csv is empty: a CSV file needs a header row naming the columns, then one row per example"),
     ("a,b,y\n", "2:1", "d.csv has a header but no rows of data"),
-    ("a,b,y\n1,2,3\n\n4,,6\n", "4:2", f"row 4, column 'b' is empty\n  hint: {missing_hint('b')}"),
-    ("a,b,y\n1,2,3,4\n", "2:4", "row 2 has 4 cells, but the header has 3 columns\n  hint: check for a missing or "
-     "extra comma; a value with a comma in it goes in quotes"),
+    ("a,b,y\n1,2,3\n\n4,,6\n" + "1,2,3\n" * 3, "4:2", f"row 4, column 'b' is empty\n  hint: {missing_hint('b')}"),
+    ("a,b,y\n1,2,3,4\n" + "1,2,3\n" * 4, "2:4", "row 2 has 4 cells, but the header has 3 columns\n  hint: check for "
+     "a missing or extra comma; a value with a comma in it goes in quotes"),
     ("a,b,y\n1,2,inf\n", "2:3", "row 2, column 'y': 'inf' is not a finite number\n  hint: missing or infinite values "
      "cannot be learned from: fill in a number, or remove the row"),
-    ("a,b,y\n1,2,3\n4,5,6\n", "3:1", "the 2 data rows of d.csv with valid_split 0.2 leave 1 training examples, fewer "
-     "than batch_size 2 (training uses full batches only)\n  hint: lower data.batch_size or data.valid_split, or add "
-     "examples"),
 ])  # fmt: skip
 def test_csv_errors_are_located(tmp_path: Path, text: str, where: str, message: str) -> None:
     assert problems(csv_spec(tmp_path, text)) == [f"{tmp_path / 'd.csv'}:{where}: error: {message}"]
 
 
+def test_too_few_rows_for_a_batch_is_at_batch_size(tmp_path: Path) -> None:
+    batch = (f"{tmp_path / 'spec.yaml'}:{DATA_LINE + 3}:15: error: batch_size 2 is more than the training split has: "
+             "the 2 data rows of d.csv with valid_split 0.2 leave 1 training examples, and training uses full batches "
+             "only (d.csv:{}:1)\n  hint: lower data.batch_size or data.valid_split, or add examples")  # fmt: skip
+    assert problems(csv_spec(tmp_path, "a,b,y\n1,2,3\n4,5,6\n")) == [batch.format(3)]
+    # NOTE: a bad cell stops none of the checks that do not read it: the split is still too small
+    assert problems(csv_spec(tmp_path, "a,b,y\n1,2,3\n\n4,,6\n")) == [
+        batch.format(4),
+        f"{tmp_path / 'd.csv'}:4:2: error: row 4, column 'b' is empty\n  hint: {missing_hint('b')}",
+    ]
+
+
 def test_csv_feature_count_must_match_the_input(tmp_path: Path) -> None:
-    spec = csv_spec(tmp_path, "a,b,c,y\n1,2,3,4\n", shape="[2]")
+    spec = csv_spec(tmp_path, "a,b,c,y\n" + "1,2,3,4\n" * 5, shape="[2]")
     assert problems(spec) == [f"{tmp_path / 'spec.yaml'}:4:16: error: data.features gives 3 columns (a, b, c), "
                               "shape [3] per example, but the input's shape is [2]\n  hint: set the input's shape "
                               "to [3]"]  # fmt: skip
@@ -520,7 +538,8 @@ def test_npz_nan_shape_and_missing_file(tmp_path: Path) -> None:
     at = f"{tmp_path / 'spec.yaml'}:{DATA_LINE + 1}:9: error:"
     assert problems(spec) == [f"{at} x[7] in d.npz holds NaN or infinity (1 of 40 examples do)\n  hint: fill in or "
                               "remove those examples"]  # fmt: skip
-    spec = npz_spec(tmp_path, shape="[4]", x=np.zeros((40, 3)), y=np.zeros(40, int))
+    # NOTE: two classes: a y of one class would be a problem of its own, reported beside the shape
+    spec = npz_spec(tmp_path, shape="[4]", x=np.zeros((40, 3)), y=np.arange(40) % 2)
     assert problems(spec) == [f"{tmp_path / 'spec.yaml'}:4:16: error: 'x' in d.npz holds examples of shape [3], but "
                               "the input's shape is [4]\n  hint: set the input's shape to [3]"]  # fmt: skip
     (tmp_path / "d.npz").write_text("not numpy")

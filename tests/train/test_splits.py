@@ -227,3 +227,20 @@ def test_class_names_are_for_whole_number_labels_only(tmp_path: Path) -> None:
                              "numbers to predict (task regress)\n  hint: remove data.class_names"]  # fmt: skip
     text = validate_file(ROOT / "specs" / "char_gpt.yaml", ["data.class_names=[a]"])
     assert "data.class_names is for the digits, csv, npz and spirals sources, not text" in problems(text)[0]
+
+
+@pytest.mark.parametrize("source", ["spirals", "sine"])
+def test_split_seed_fixes_the_points_of_generated_sources(tmp_path: Path, source: str) -> None:
+    """The spirals' and sine's points come from the split's seed: two training seeds with one split_seed validate
+    (and train) on the same points; without split_seed each seed has its points, as before."""
+    out, shape, loss = ("2", "[2]", "") if source == "spirals" else ("1", "[1]", "\ntrain: {loss: mse}")
+    got = {}
+    for seed, fixed in ((1, True), (2, True), (1, False), (2, False)):
+        fix = ", split_seed: 0" if fixed else ""
+        text = (f"specgrad: 1\nname: g\nseed: {seed}\ninput: {{shape: {shape}}}\nmodel: [{{linear: {out}}}]\n"
+                f"data: {{source: {source}, normalize: false{fix}}}{loss}\n")  # fmt: skip
+        (tmp_path / "g.yaml").write_text(text)
+        data = load_data(validate_file(tmp_path / "g.yaml"))
+        got[seed, fixed] = np.concatenate([data.x_train.reshape(-1), data.x_valid.reshape(-1)])
+    assert np.array_equal(np.sort(got[1, True]), np.sort(got[2, True]))
+    assert not np.array_equal(np.sort(got[1, False]), np.sort(got[2, False]))
