@@ -14,7 +14,7 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 from specgrad.cli.export import EXTENSIONS, write_export
-from specgrad.cli.validate import data_line
+from specgrad.cli.validate import csv_line, data_line
 
 from specgrad import Device
 from specgrad.device import is_compute_device
@@ -136,6 +136,8 @@ def _train(spec: ValidSpec, trainer: Trainer, folder: Path, resume: bool) -> Non
     length = f"{plural(total, 'step')} ({plural(trainer.epochs, 'epoch')} of {plural(spe, 'step')}{partial})"
     typer.echo(printable(f"training {spec.values['name']} on {Device.DEFAULT}: {length}; run folder {folder}"))
     typer.echo(data_line(trainer.data))
+    if (csv := csv_line(trainer.data)) is not None and (trainer.data.table.no_target or trainer.data.table.missing):
+        typer.echo(printable(csv))  # NOTE: rows left out or cells filled: said where the run starts too
     try:
         with _progress(trainer, spec.batch_size) as (on_step, say), drawing_ahead():
             summary = trainer.fit(MetricsLog(folder), resume=resume, on_step=on_step, say=say)

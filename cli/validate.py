@@ -115,7 +115,11 @@ def csv_line(data: Dataset) -> str | None:
         parts.append(f"{label(c, None)} {n}{what}")
     line = f"csv: {notes.dialect.describe()}; missing cells: {'; '.join(parts) if parts else 'none'}"
     if notes.no_target:
-        line += f"; {notes.no_target} row{'s' * (notes.no_target != 1)} left out: their target is missing"
+        said = ", ".join(f"'{label(t, None)}' {n}" if t else f"empty {n}" for t, n in notes.target_tokens.items())
+        line += f"; {notes.no_target} row{'s' * (notes.no_target != 1)} left out: their target is missing ({said})"
+        if words := [t for t in notes.target_tokens if t]:  # NOTE: NA, ? or null may be a class (North America)
+            line += (f"; if {label(words[0], None)} is a class, not a missing value, set data.missing_values (e.g. "
+                     "[\"\"] for empty cells only)")  # fmt: skip
     if notes.dropped:
         line += f"; {notes.dropped} row{'s' * (notes.dropped != 1)} left out by drop_row"
     return line

@@ -535,9 +535,10 @@ def _check_missing(node: YNode, features: list[Any] | None) -> list[Problem]:
                                     "whose target is missing is left out, never filled", key_loc,
                                     "remove it from missing_columns"))  # fmt: skip
         elif features is not None and name not in features:
+            near = did_you_mean(str(name), [str(f) for f in features])
             problems.append(Problem(f"data.missing_columns names the column '{excerpt(str(name))}', which "
                                     "data.features does not list: only the model's features are filled", key_loc,
-                                    "add it to data.features, or remove it from missing_columns"))  # fmt: skip
+                                    near or "add it to data.features, or remove it from missing_columns"))  # fmt: skip
         elif name in categorical and value.kind == "scalar" and value.value in ("mean", "median"):
             problems.append(Problem(f"{where} is {value.value}, but the column is categorical: categories have no "
                                     f"{value.value}", value.loc, "use mode (the most frequent category), drop_row, "

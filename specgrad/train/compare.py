@@ -80,7 +80,8 @@ def read_run(folder: Path, rank_by: str | None = None) -> Run:
     if rank_by is not None and rank_by not in log.present and log.names:  # NOTE: no record yet: ranked last
         has = ", ".join(log.names) or "none: no validation record"
         raise NoMetric.at(None, f"--rank-by {rank_by}: {folder} has no validation {rank_by} (its metrics: {has})",
-                          f"rank by one every run has, or train with train.metrics: [{rank_by}]")  # fmt: skip
+                          "rank by one every run has; a run records only the metrics its train.metrics names "
+                          "and that fit its task (docs/training.md, Validation metrics)")  # fmt: skip
     metric = metric if metric in log.present else "loss"
     best, best_epoch = log.best.get(metric, (None, None))
     return Run(folder, spec, regular_file(folder, FINAL) is not None, metric, log.epochs, log.steps, log.final,

@@ -50,3 +50,23 @@ def test_a_column_listed_that_looks_like_an_id_gets_a_note(tmp_path: Path) -> No
     assert got.exit_code == 0, got.output
     assert "  id: id; 1 value, standardized; it looks like an ID (a distinct value in every row): leave it out of " \
         "data.features\n" in got.output  # fmt: skip
+
+
+def test_a_class_written_as_a_missing_token_is_named_by_validate_and_train(tmp_path: Path) -> None:
+    """NA (North America) is a missing-value token by default: its rows are left out, and both commands say so, with
+    the token and the key that keeps it a class; with data.missing_values: [""] it is a class again."""
+    (tmp_path / "r.csv").write_text(
+        "x,region\n" + "".join(f"{i / 10},{('EU', 'NA', 'AS')[i % 3]}\n" for i in range(60))
+    )
+    spec = tmp_path / "r.yaml"
+    body = "input: {shape: [1]}\nmodel: [{linear: 4}, relu, {linear: auto}]\ntrain: {epochs: 1}\n"
+    spec.write_text(f"specgrad: 1\nname: r\n{body}data: {{source: csv, path: r.csv, target: region, batch_size: 4}}\n")
+    said = "20 rows left out: their target is missing ('NA' 20); if NA is a class, not a missing value, set " \
+        "data.missing_values"  # fmt: skip
+    for command in (["validate", str(spec)], ["train", str(spec), "--out", str(tmp_path / "runs")]):
+        got = runner.invoke(app, command)
+        assert got.exit_code == 0 and said in got.output and "2 classes (AS, EU)" in got.output, got.output
+    spec.write_text(f"specgrad: 1\nname: r\n{body}data: {{source: csv, path: r.csv, target: region, batch_size: 4, "
+                    'missing_values: [""]}\n')  # fmt: skip
+    got = runner.invoke(app, ["validate", str(spec)])
+    assert got.exit_code == 0 and "3 classes (AS, EU, NA)" in got.output and "left out" not in got.output, got.output

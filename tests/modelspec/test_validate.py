@@ -388,6 +388,17 @@ def write_data(folder: Path, files: dict) -> None:
             (folder / name).write_text(content)
 
 
+def test_a_label_past_int32_under_mse_reports_the_loss_too(tmp_path: Path) -> None:
+    """Sorted by place, the label (line 5) comes first; the loss that does not fit the labels (line 6) still follows."""
+    name, text, files, _ = next(case for case in DATA_BAD if case[0] == "label past int32 under mse")
+    write_data(tmp_path, files)
+    (tmp_path / "bad.yaml").write_text(text)
+    result = runner.invoke(app, ["validate", str(tmp_path / "bad.yaml")])
+    said = result.output.replace(f"{tmp_path}/", "")
+    assert result.exit_code == 1 and "bad.yaml:5:27: error: y[9] in d.npz is 1099511627776" in said, said
+    assert "bad.yaml:6:15: error: train.loss is mse, but 'y' in d.npz are class labels" in said, said
+
+
 @pytest.mark.parametrize("name, text, files, expected", DATA_BAD, ids=[b[0] for b in DATA_BAD])
 def test_validate_checks_the_data_contract(tmp_path: Path, name: str, text: str, files: dict, expected: str) -> None:
     write_data(tmp_path, files)

@@ -327,3 +327,12 @@ def test_a_delimiter_ending_every_line_is_dropped_and_one_ending_some_is_named(t
     assert data.x_train.shape[1] == 2
     found = [m for m in messages(spec(tmp_path, "a,b,y,\n1,2,3,\n4,5,6\n7,8,9,\n1,2,3,\n")) if "has no name" in m]
     assert found and "a line ending with the delimiter makes an empty last column" in found[0], found
+
+
+def test_a_median_for_a_column_of_text_leaves_the_text_problem_to_be_said(tmp_path: Path) -> None:
+    """data.missing: median with a text column not marked categorical: the problem is the text, said at the header,
+    not "no value to take its median from"."""
+    text = "a,w,y\n" + "".join(f"{'' if i % 7 == 0 else i},{('red', 'blue')[i % 2]},{i % 3}\n" for i in range(30))
+    found = messages(spec(tmp_path, text, "missing: median\n", shape="[3]"))
+    assert any("column 'w' holds text" in m for m in found), found
+    assert not any("to take its median from" in m for m in found), found

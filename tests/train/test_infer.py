@@ -216,3 +216,52 @@ def test_an_auto_spec_extended_and_set_from_the_command_line(tmp_path: Path) -> 
     path = spec(tmp_path, shape="[3]", out="2")
     s = validate_file(path, ["input.shape=auto", "model.2.linear=auto"], widths=data_widths)
     assert s.inputs["input"][0] == (6,) and s.steps[-1].out_shape == (2,)
+
+
+def test_distinct_whole_numbers_are_an_id_when_nearly_consecutive_or_named_so() -> None:
+    """A numbering with rows deleted is an ID; so are scattered distinct whole numbers under an ID-like header
+    (customer_id, orderId); scattered distinct whole numbers under another name (a price) stay numbers."""
+    rng = np.random.default_rng(0)
+    gap = [i for i in range(1, 42) if i != 17]
+    scattered = rng.choice(np.arange(10_000, 99_999), 40, replace=False)
+    rows = [f"{g},{s},{s},{s},{'ab'[g % 2]}" for g, s in zip(gap, scattered)]
+    got = kinds_of("\n".join(["id,customer_id,orderId,price,kind", *rows]))
+    assert got == {"id": "id", "customer_id": "id", "orderId": "id", "price": "numeric", "kind": "target"}
+
+
+def test_the_id_hint_gives_the_width_without_each_id_columns_own_width(tmp_path: Path) -> None:
+    """A text ID one-hot would be 40 values wide: leaving it out leaves the input 1 wide, not 40 - 1."""
+    text = "a,b,kind\n" + "".join(f"{i}x,{i % 7},{'ab'[i % 2]}\n" for i in range(40))
+    with pytest.raises(SpecError) as e:
+        load_data(validate_file(spec(tmp_path, shape="[2]", out="2", text=text)))
+    assert "(the input is then [1])" in str(e.value), str(e.value)
+
+
+def test_a_fill_for_a_column_auto_leaves_out_is_an_error_at_its_key(tmp_path: Path) -> None:
+    """The resolved spec never fills a column it leaves out (validate would refuse the run folder): said at the key."""
+    path = spec(tmp_path, data="missing_columns: {note: {fill: none}}\n")
+    with pytest.raises(SpecError) as e:
+        validate_file(path, widths=data_widths)
+    (problem,) = e.value.problems
+    assert problem.loc is not None and problem.loc.line == 14
+    assert "fills the column 'note', which input.shape: auto leaves out (free text" in str(problem)
+
+
+def test_a_misspelt_column_in_missing_columns_is_named_with_the_one_meant(tmp_path: Path) -> None:
+    """As data.categorical's: without data.features, against the header (auto or not); with it, against the features."""
+    text = "alc,acid,kind\n" + "".join(f"{i % 5}.5,{'' if i == 3 else i % 3},{'ab'[i % 2]}\n" for i in range(40))
+    for shape, features in (("auto", ""), ("[2]", ""), ("[2]", "features: [alc, acid]\n")):
+        path = spec(tmp_path, shape=shape, out="2", text=text, data=features + "missing_columns: {acdi: median}\n")
+        with pytest.raises(SpecError) as e:
+            load_data(validate_file(path, widths=data_widths))
+        first = e.value.problems[0]
+        assert "'acdi'" in str(first) and "did you mean 'acid'" in str(first), str(e.value)
+        assert first.loc is not None and first.loc.file == str(path), str(e.value)
+
+
+def test_a_column_the_spec_calls_categorical_is_kept_by_auto(tmp_path: Path) -> None:
+    """auto leaves free text out, unless data.categorical names the column: the user says it holds categories."""
+    text = "tag,x,kind\n" + "".join(f"t{i % 3 if i % 4 else i},{i % 7 * 0.5},{'ab'[i % 2]}\n" for i in range(60))
+    assert kinds_of(text)["tag"] == "text"
+    resolved = validate_file(spec(tmp_path, text=text, data="categorical: {tag: one_hot}\n"), widths=data_widths)
+    assert "tag" in resolved.values["data"]["features"]

@@ -59,6 +59,7 @@ SNIFFED_LINES, SNIFFED_CHARS = 20, 1 << 16  # NOTE: rows after the header a csv'
 # NOTE: a number whose digits are grouped in threes by ',', '.', a space or an apostrophe: 1,234.5, 1.234,5, 1 234
 THOUSANDS = re.compile(r"[+-]?\d{1,3}([,. \u00a0'])\d{3}(?:\1\d{3})*(?:[.,]\d*)?")
 FEW_WHOLE = 10  # NOTE: at most this many distinct whole numbers (and a fifth of the rows): a code or a count, said so
+ID_SPREAD = 1.25  # NOTE: distinct whole numbers spanning less than this many per row count like a numbering: an ID
 MIN_ID_ROWS = 3  # NOTE: fewer rows than this hold distinct values by chance: no column of theirs is called an ID
 # NOTE: column kinds input.shape: auto leaves out (unless data.features lists them), and why, for validate
 LEFT_OUT = {"id": "left out: an ID tells the model nothing of new rows", "empty": "left out: it holds no value",
@@ -102,6 +103,7 @@ class CsvNotes:
     dropped: int
     missing: dict[str, int]
     kinds: dict[str, ColumnKind] = field(default_factory=dict)  # every column's kind, in header order (column_kinds)
+    target_tokens: dict[str, int] = field(default_factory=dict)  # the missing-value tokens the target held, counted
 
 
 def _sniff(text: str) -> str:
@@ -181,9 +183,13 @@ def _named_columns(src: _Source, header: list[str], line: int, file: Path) -> tu
         problems.append(Problem(f"data.features includes the target column '{_quoted(target)}': the model would be "
                                 "given the answer", _item_loc(src, "features", target) or src.near("features"),
                                 "remove it from features"))  # fmt: skip
-    listed = [] if src.data["features"] else list(categorical)  # NOTE: else checked as features
+    # NOTE: with data.features, the keys naming columns are checked against it (validate.py) before the data is read
+    listed = [] if src.data["features"] else list(categorical)
+    given = (src.spec.values.get("data") or {}).get("features")  # NOTE: the user's (auto may have chosen src's)
+    filled = [] if given else list(src.data.get("missing_columns") or {})
     context = f" ({file.name}:{line}:1)" if src.test_file is None else ""
-    for key, names in (("features", features), ("target", [target]), ("categorical", listed)):
+    for key, names in (("features", features), ("target", [target]), ("categorical", listed),
+                       ("missing_columns", filled)):  # fmt: skip
         problems += [Problem(f"data.{key} names the column '{_quoted(name)}', but {file.name} has no such column"
                              f"{context}", _column_loc(src, key, name, Location(str(file), line, 1)),
                              _column_hint(name, header))
@@ -225,8 +231,8 @@ def _column_loc(src: _Source, key: str, name: str, header: Location) -> Location
     data section); a test file's columns are at fault, not the spec's: its header."""
     if src.test_file is not None:
         return header
-    if key == "categorical":
-        node = src.node("data", "categorical")
+    if key in ("categorical", "missing_columns"):
+        node = src.node("data", key)
         keys = (node.key_locs or {}) if node is not None and node.kind == "map" else {}
         return keys.get(name) or src.near("categorical")
     return (_item_loc(src, key, name) if key == "features" else None) or src.near(key)
@@ -488,8 +494,9 @@ def _check_columns(src: _Source, columns: Columns, ids: list[str] | None = None)
         raise SpecError.at(src.input_loc("dtype") or src.input_loc(), f"{why}, but the input's dtype is {src.dtype}",
                            hint)  # fmt: skip
     if ids and (columns.width,) != src.shape:
+        without = columns.width - sum(_encoded_width(columns, f) for f in ids)
         raise SpecError.at(src.input_loc(), f"{what}, but the input's shape is {list(src.shape)}",
-                           _id_hint(src, ids, columns.width - len(ids)))  # fmt: skip
+                           _id_hint(src, ids, without))  # fmt: skip
     _check_shape(src, (columns.width,), what)
     if not columns.is_index:
         return
@@ -507,6 +514,11 @@ def _check_columns(src: _Source, columns: Columns, ids: list[str] | None = None)
         raise SpecError.at(step.loc, f"the embedding's vocab is {vocab}, but the index columns have {codes} codes in "
                            f"all: {parts} categories, numbered one column after the other",
                            f"set vocab to {codes}")  # fmt: skip
+
+
+def _encoded_width(columns: Columns, name: str) -> int:
+    """Values one feature takes in an example: its categories one-hot, else one (a number or an index code)."""
+    return len(columns.categorical[name][1]) if columns.encoding(name) == "one_hot" else 1
 
 
 def _id_hint(src: _Source, ids: list[str], width: int) -> str:
@@ -541,7 +553,7 @@ def _left_out(rows: list[tuple[int, list[str]]], header: list[str], cols: list[i
     """The rows kept: every row but those whose target is missing (a target is never filled) or whose drop_row
     column is; what validate says of them (ragged rows are kept, for encode_rows to report)."""
     drop = [c for f, c in zip(features, cols) if strategies.get(f, ("",))[0] == "drop_row"]
-    counts, kept, no_target, dropped = dict.fromkeys(features, 0), [], 0, 0
+    counts, kept, no_target, dropped, tokens = dict.fromkeys(features, 0), [], 0, 0, Counter()
     for line, cells in rows:
         if len(cells) != len(header):
             kept.append((line, cells))
@@ -550,11 +562,13 @@ def _left_out(rows: list[tuple[int, list[str]]], header: list[str], cols: list[i
             counts[f] += dialect.is_missing(cells[c])
         if dialect.is_missing(cells[cols[-1]]):
             no_target += 1
+            tokens[cells[cols[-1]].strip()] += 1
         elif any(dialect.is_missing(cells[c]) for c in drop):
             dropped += 1
         else:
             kept.append((line, cells))
-    return kept, CsvNotes(dialect, no_target, dropped, {f: n for f, n in counts.items() if n})
+    return kept, CsvNotes(dialect, no_target, dropped, {f: n for f, n in counts.items() if n},
+                          target_tokens=dict(tokens.most_common()))  # fmt: skip
 
 
 def _strategy_loc(src: _Source, name: str) -> Location | None:
@@ -589,7 +603,12 @@ def _statistic(src: _Source, rows: list[tuple[int, list[str]]], train: np.ndarra
     cells = [s for i in train.tolist() if len(rows[i][1]) == width and not dialect.is_missing(s := rows[i][1][c])]
     cells = [s.strip() for s in cells]
     if not categorical:
-        cells = [repr(v) for s in cells if is_number(t := _decimal_point(s, dialect)) and math.isfinite(v := float(t))]
+        numbers = [
+            repr(v) for s in cells if is_number(t := _decimal_point(s, dialect)) and math.isfinite(v := float(t))
+        ]
+        if 2 * (len(cells) - len(numbers)) > len(cells):
+            return "0.0"  # NOTE: a column of text: _text_columns reports it (not categorical), this fill is never used
+        cells = numbers
     if not cells:
         raise SpecError.at(_strategy_loc(src, name), f"the column '{_quoted(name)}' has no value in the training rows "
                            f"to take its {how} from", "fill it with a value, {fill: VALUE}, or leave the column out "
@@ -812,11 +831,18 @@ def column_kinds(rows: list[tuple[int, list[str]]], header: list[str], target: s
     ret = {}
     for c, name in enumerate(header):
         cells = [s for cells in whole if not dialect.is_missing(s := cells[c].strip())]
-        ret[name] = ColumnKind("target", len(set(cells))) if name == target else _kind(cells, len(whole), dialect)
+        ret[name] = ColumnKind("target", len(set(cells))) if name == target else _kind(cells, len(whole), dialect,
+                                                                                         name)  # fmt: skip
     return ret
 
 
-def _kind(cells: list[str], rows: int, dialect: Dialect) -> ColumnKind:
+def _is_id_name(name: str) -> bool:
+    """A header that names an identifier: id, ID, customer_id, orderId, key, row, index, no, number."""
+    words = re.findall(r"[a-z]+", re.sub(r"([a-z])([A-Z])", r"\1 \2", name).lower())
+    return bool(words) and words[-1] in ("id", "key", "row", "index", "no", "number", "uuid", "guid")
+
+
+def _kind(cells: list[str], rows: int, dialect: Dialect, name: str = "") -> ColumnKind:
     """A feature column's kind from its cells (none missing) of `rows` rows. A column of more text than numbers is
     text, as _text_columns says."""
     counts = Counter(cells)
@@ -832,7 +858,10 @@ def _kind(cells: list[str], rows: int, dialect: Dialect) -> ColumnKind:
         return ColumnKind(kind, len(distinct), True)
     values = set(numbers)
     whole = len(numbers) == len(cells) and all(math.isfinite(v) and v.is_integer() for v in numbers)
-    if whole and unique and len(values) == rows and max(values) - min(values) == rows - 1:
+    # NOTE: distinct whole numbers in every row are an ID when they are nearly consecutive (a numbering, perhaps with
+    # rows deleted) or the header says so; other distinct whole numbers (prices, counts) stay numbers
+    dense = whole and unique and len(values) == rows and max(values) - min(values) < ID_SPREAD * rows
+    if dense or (whole and unique and len(values) == rows and _is_id_name(name)):
         return ColumnKind("id", rows)
     if len(values) == 2:
         return ColumnKind("binary", 2)
@@ -866,14 +895,30 @@ def _use(name: str, k: ColumnKind, columns: Columns, normalized: bool) -> str:
 
 def _auto_columns(src: _Source, header: list[str], kinds: dict[str, ColumnKind]) -> dict[str, Any]:
     """data.features and data.categorical as input.shape: auto chooses them (what the resolved spec then writes):
-    data.features as given, else every column but the target and the LEFT_OUT kinds; a text column one_hot, unless
-    data.categorical gives it an encoding."""
+    data.features as given, else every column but the target and the LEFT_OUT kinds (a column data.categorical names
+    is kept whatever its kind: the user says it holds categories); a text column one_hot, unless data.categorical
+    gives it an encoding."""
     given = src.data["categorical"] or {}
-    kept = [h for h in header if h in kinds and kinds[h].kind not in (*LEFT_OUT, "target")]
+    kept = [h for h in header if h in kinds and kinds[h].kind != "target" and (h in given or kinds[h].kind not in
+                                                                               LEFT_OUT)]  # fmt: skip
     features = src.data["features"] or kept
     text = {f: "one_hot" for f in features if f in kinds and kinds[f].text and f not in given}
     ret: dict[str, Any] = {} if src.data["features"] else {"features": features}
     return {**ret, "categorical": {**given, **text}} if text else ret
+
+
+def _check_fills_used(src: _Source, kinds: dict[str, ColumnKind]) -> None:
+    """A column data.missing_columns fills must be one auto feeds the model: else the resolved spec would fill a
+    column it leaves out (which validate refuses)."""
+    node = src.node("data", "missing_columns")
+    unused = [c for c in src.data.get("missing_columns") or {} if c in kinds and c not in src.data["features"]]
+    if unused:
+        keys = (node.key_locs or {}) if node is not None and node.kind == "map" else {}
+        c = unused[0]
+        why = LEFT_OUT.get(kinds[c].kind, "not a feature").removeprefix("left out: ")
+        raise SpecError.at(keys.get(c) or src.near("missing_columns"), f"data.missing_columns fills the column "
+                           f"'{_quoted(c)}', which input.shape: auto leaves out ({why})", "remove it from "
+                           "missing_columns, or list the columns to use in data.features")  # fmt: skip
 
 
 def _csv_widths(src: _Source, shape: bool) -> DataWidths:
@@ -885,6 +930,7 @@ def _csv_widths(src: _Source, shape: bool) -> DataWidths:
     kinds = column_kinds(rows, header, src.data["target"], dialect)
     if shape:
         src = replace(src, data={**src.data, **_auto_columns(src, header, kinds)})
+        _check_fills_used(src, kinds)
     if not src.data["features"] and shape:
         raise SpecError.at(src.input_loc(), f"input.shape is auto, but {file.name} has no column to feed the model: "
                            "every column but the target is an ID, free text or empty", "list the columns to use in "
