@@ -4,8 +4,11 @@ each step (each layer kind's lowering is its `onnx` in the registry, modelspec.l
 task), the graph also standardizes a float input with the training statistics and ends in named outputs: "logits" and
 "probabilities" (softmax over the last axis) for a classifier or a language model, "prediction" (in the target's
 units) for a regression; the task, class names and statistics go into the model's metadata_props. Without a task the
-outputs are the spec's, as the model computes them. The model takes a csv's columns encoded and filled: the values
-training filled missing cells with (data.missing) are in the metadata's `columns`, for the caller to apply.
+outputs are the spec's, as the model computes them. The model takes a csv's columns encoded, as `run` encodes them;
+where training filled missing cells (data.missing, the fills in the metadata's `columns`), a NaN at a numeric column's
+value becomes its fill before standardizing (IsNaN, And a constant mask of the filled positions, Where), as `run` fills
+a missing cell; a NaN elsewhere stays NaN for the caller's checks, and a missing category is passed as its fill's
+one-hot. A model without a numeric fill gets no such nodes.
 
 Imports numpy, nn.state and modelspec (errors, graph, layers, builder, validate); onnx inside export_onnx (optional).
 """
@@ -20,7 +23,7 @@ import numpy as np
 
 from specgrad.helpers import atomic_write
 from specgrad.modelspec.builder import Model
-from specgrad.modelspec.contract import RunContract, contract_from_meta
+from specgrad.modelspec.contract import Columns, RunContract, contract_from_meta
 from specgrad.modelspec.errors import SpecError
 from specgrad.modelspec.graph import Step
 from specgrad.modelspec.layers import LAYERS
@@ -50,10 +53,12 @@ def export_onnx(spec: ValidSpec, model: Model, path: Path, opset: int = 17, meta
                                f"{contract.task} export", "rename the input")  # fmt: skip
         g.types[name] = h.np_dtype_to_tensor_dtype(np.dtype(dtype))
         inputs.append(h.make_tensor_value_info(name, g.types[name], ["batch", *shape]))
+        g.scope, x = name, name
+        if (fills := _fills(contract.columns, shape, dtype)) is not None:
+            x = g.values[name] = _fill_missing(g, name, *fills)
         norm = contract.inputs.get(name) if contract.task == "multi" else contract.norm
         if norm:
-            g.scope = name
-            g.values[name] = _standardize(g, name, norm)
+            g.values[name] = _standardize(g, x, norm)
     g.values.update({s.name: f"{s.name}/value" for s in spec.steps if s.name in contract.outputs})
     for i, step in enumerate(spec.steps):
         g.scope = step.name
@@ -73,6 +78,27 @@ def export_onnx(spec: ValidSpec, model: Model, path: Path, opset: int = 17, meta
         h.set_model_props(proto, _props(contract, meta or {}))
     onnx.checker.check_model(proto, full_check=True)
     atomic_write(Path(path), proto.SerializeToString())
+
+
+def _fills(columns: Columns | None, shape: tuple[int, ...], dtype: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """(the positions of an encoded example that training filled, each one's fill) as the input's shape and dtype, for
+    the numeric csv columns with a fill (data.missing); None when there is none, so such a model's graph is as
+    before. A categorical column's fill is a category: it comes encoded, as `run` encodes a missing cell of it."""
+    if columns is None or columns.is_index:
+        return None
+    mask, fills = np.zeros(columns.width, bool), np.zeros(columns.width, np.float64)
+    for f, (at, enc, _) in zip(columns.features, columns.slots()):
+        if enc is None and columns.fill(f) is not None:
+            mask[at], fills[at] = True, float(columns.fill(f))
+    # NOTE: through float32, as `run` reads a csv's cells, then the input's dtype (a float16 input holds float16)
+    return (mask.reshape(shape), fills.astype(np.float32).astype(dtype).reshape(shape)) if mask.any() else None
+
+
+def _fill_missing(g: OnnxGraph, x: str, mask: np.ndarray, fills: np.ndarray) -> str:
+    """A NaN at a position that has a fill becomes the fill, as `run` fills a missing cell; a NaN anywhere else stays
+    NaN (a column training did not fill, a drop_row one, a one-hot value), for the caller's checks to see."""
+    where = g.node("And", g.node("IsNaN", x, dtype=g.boolean), g.const(mask, bool), dtype=g.boolean)
+    return g.node("Where", where, g.const(fills, fills.dtype), x, dtype=g.types[x])
 
 
 def _standardize(g: OnnxGraph, x: str, stats: dict[str, np.ndarray]) -> str:
@@ -137,6 +163,10 @@ class OnnxGraph:
     @property
     def float32(self) -> int:
         return self.onnx.TensorProto.FLOAT
+
+    @property
+    def boolean(self) -> int:
+        return self.onnx.TensorProto.BOOL
 
     def node(self, op: str, *ins: str, out: str | None = None, dtype: int | None = None, **attrs: Any) -> str:
         """Add one node; its single output is `out` or a fresh name in the current step's scope (float32 unless

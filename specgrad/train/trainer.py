@@ -536,9 +536,9 @@ class Trainer:
         """One validation batch's figures, in the order evaluate reads them: per output its reported loss, its sum of
         class weights (with train.class_weights), then (for classifiers and language models) its hit count, each
         realized as .item() realizes it and in the same order, so the kernels, and their results, are those of an
-        uncaptured pass. Last, the outputs of those whose metrics
-        need the whole split (F1, AUC, R^2, ...), (batch_size, values) each: a shorter last batch padded with zeros,
-        so every batch fills a slot of one shape, and the pass reads them once (train.validation)."""
+        uncaptured pass. Last, the outputs of those whose metrics need the whole split (F1, AUC, R^2, ...),
+        (batch_size, values) each: a shorter last batch padded with zeros, so every batch fills a slot of one shape,
+        and the pass reads them once (train.validation)."""
         ret, kept = [], []
         for part, out, y in zip(self.losses, self.model.outputs(*xs), ys):
             ret.append(part.reported(out, y).contiguous().realize())

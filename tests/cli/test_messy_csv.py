@@ -1,7 +1,7 @@
 """A messy CSV as it comes (a byte-order mark, ';' between cells, decimal commas, quoted text, an ID column, missing
 cells and missing labels) from validate through train, run, evaluate and both exports, without editing the file: the
-fills computed on the training rows are applied the same by run, evaluate, the ONNX model (which takes the filled
-numbers, named in its metadata) and the C program (which reads NA as the fill)."""
+fills computed on the training rows are applied the same by run, evaluate, the ONNX model (which reads NaN at a
+numeric column's value as the fill) and the C program (which reads NA as the fill)."""
 
 from __future__ import annotations
 
@@ -117,12 +117,15 @@ def test_evaluate_a_file_with_missing_cells_and_labels(trained: dict) -> None:
     assert f"3 row(s) of {path} left out: 3 without a target, 0 with a missing cell in a drop_row column" in said
 
 
-def encoded(lines: list[list[str]], columns: dict) -> np.ndarray:
-    """The examples the exports take: size, weight and the one-hot color, with the saved fills in missing cells."""
+def encoded(lines: list[list[str]], columns: dict, missing: float | None = None) -> np.ndarray:
+    """The examples the exports take: size, weight and the one-hot color, with the saved fills in missing cells (or
+    `missing`, e.g. NaN, in a numeric one; a missing color is always its fill's one-hot)."""
     fills, values = columns["missing"], columns["categorical"]["color"]["values"]
 
     def number(s: str, name: str) -> float:
-        return float(fills[name]["fill"]) if s.lower() in ("na", "n/a", "?", "") else float(s.replace(",", "."))
+        if s.lower() in ("na", "n/a", "?", ""):
+            return float(fills[name]["fill"]) if missing is None else missing
+        return float(s.replace(",", "."))
 
     def color(s: str) -> list[float]:
         return [float(v == (s or fills["color"]["fill"])) for v in values]
@@ -130,7 +133,7 @@ def encoded(lines: list[list[str]], columns: dict) -> np.ndarray:
     return np.array([[number(c[1], "size"), number(c[2], "weight"), *color(c[3])] for c in lines], np.float32)
 
 
-def test_onnx_takes_the_filled_numbers(trained: dict) -> None:
+def test_onnx_fills_a_nan_as_run_fills_a_missing_cell(trained: dict) -> None:
     ort = pytest.importorskip("onnxruntime")
     pytest.importorskip("onnx")
     import onnx
@@ -139,10 +142,18 @@ def test_onnx_takes_the_filled_numbers(trained: dict) -> None:
     path = trained["folder"] / "model.onnx"
     ok("export", trained["run"], "--format", "onnx", "--out", path)
     props = {p.key: p.value for p in onnx.load(str(path)).metadata_props}
-    columns = json.loads(props["columns"])  # NOTE: the fills a caller needs are in the model's metadata
+    columns = json.loads(props["columns"])  # NOTE: the fills are still named in the model's metadata
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
-    got = dict(zip([o.name for o in session.get_outputs()], session.run(None, {"input": encoded(lines, columns)})))
-    np.testing.assert_allclose(got["probabilities"], ran, rtol=1e-5, atol=1e-5)
+    x = encoded(lines, columns, missing=np.nan)
+    assert np.isnan(x[:, :2]).sum() == 5  # NOTE: the NA, ? and n/a cells of size and weight
+    names = [o.name for o in session.get_outputs()]
+    got = dict(zip(names, session.run(None, {"input": x})))
+    np.testing.assert_allclose(got["probabilities"], ran, rtol=1e-6, atol=1e-6)
+    filled = dict(zip(names, session.run(None, {"input": encoded(lines, columns)})))  # NOTE: the fills given as numbers
+    np.testing.assert_allclose(filled["probabilities"], ran, rtol=1e-6, atol=1e-6)
+    x[4, 2] = np.nan  # NOTE: a one-hot value has no fill: NaN stays NaN, for the caller's checks to see
+    got = session.run(["probabilities"], {"input": x})[0]
+    assert np.isnan(got[4]).all() and np.isfinite(np.delete(got, 4, axis=0)).all()
 
 
 def test_the_c_program_reads_na_as_the_fill(trained: dict, cc: str) -> None:

@@ -232,3 +232,65 @@ def test_unknown_task_and_several_outputs_are_errors(tmp_path: Path) -> None:
     graph = _spec(tmp_path, GRAPH_SPEC)
     with pytest.raises(ValueError, match="a classify export needs one input and one output"):
         export_onnx(graph, build_model(graph), tmp_path / "model.onnx", meta={"task": "classify"})
+
+
+FILLS_SPEC = """
+specgrad: 1
+name: fills
+input: {shape: [7]}
+model: [{linear: 5}, tanh, {linear: 3}]
+"""
+# NOTE: a (median 1.5), b (drop_row), c (one_hot, filled with the category x), d (no strategy), e (fill -2.25)
+FILLS_COLUMNS = {"features": ["a", "b", "c", "d", "e"],
+                 "categorical": {"c": {"encoding": "one_hot", "values": ["x", "y", "z"]}},
+                 "missing": {"a": {"strategy": "median", "fill": "1.5"},
+                             "b": {"strategy": "drop_row", "fill": None},
+                             "c": {"strategy": "fill", "fill": "x"},
+                             "e": {"strategy": "fill", "fill": "-2.25"}}}  # fmt: skip
+FILLS_STATS = {"mean": [1.0, 0.5, 0.0, 0.0, 0.0, -3.0, 2.0], "std": [2.0, 4.0, 1.0, 1.0, 1.0, 0.5, 8.0]}
+
+
+def _fills_meta(columns: dict) -> dict[str, str]:
+    return {"task": "classify", "normalization": json.dumps(FILLS_STATS), "columns": json.dumps(columns)}
+
+
+def test_a_nan_where_training_filled_becomes_the_fill_and_stays_nan_elsewhere(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, FILLS_SPEC)
+    model = build_model(spec)
+    filled = np.array([[1.5, 2.0, 0, 1, 0, 7.0, -2.25], [0.25, -1.0, 1, 0, 0, 3.0, 9.0]], np.float32)
+    x = filled.copy()
+    x[0, [0, 6]] = np.nan  # NOTE: a and e missing: their fills
+    props, got = _run(spec, model, tmp_path / "model.onnx", _fills_meta(FILLS_COLUMNS), x)
+    assert json.loads(props["columns"]) == FILLS_COLUMNS  # NOTE: still named, though the model applies them
+    want = model(Tensor((filled - np.float32(FILLS_STATS["mean"])) / np.float32(FILLS_STATS["std"]))).numpy()
+    np.testing.assert_allclose(got["logits"], want, rtol=1e-6, atol=1e-6)
+    for at in (1, 2, 4, 5):  # NOTE: b (drop_row), a one-hot value of c, d (no strategy): NaN stays NaN
+        bad = filled.copy()
+        bad[1, at] = np.nan
+        _, got = _run(spec, model, tmp_path / "model.onnx", _fills_meta(FILLS_COLUMNS), bad)
+        assert np.isnan(got["probabilities"][1]).all() and np.isfinite(got["probabilities"][0]).all(), at
+    ops = [n.op_type for n in onnx.load(str(tmp_path / "model.onnx")).graph.node]
+    assert ops[:4] == ["IsNaN", "And", "Where", "Sub"]  # NOTE: filled in the input's units, before standardizing
+
+
+def test_a_model_without_numeric_fills_has_the_graph_it_had(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, FILLS_SPEC)
+    model = build_model(spec)
+    plain = {"task": "classify", "normalization": json.dumps(FILLS_STATS)}
+    export_onnx(spec, model, tmp_path / "plain.onnx", meta=plain)
+    want = onnx.load(str(tmp_path / "plain.onnx")).graph.SerializeToString()
+    for missing in ({}, {"b": {"strategy": "drop_row", "fill": None}}, {"c": {"strategy": "mode", "fill": "y"}}):
+        meta = _fills_meta({**FILLS_COLUMNS, "missing": missing})
+        export_onnx(spec, model, tmp_path / "model.onnx", meta=meta)
+        assert onnx.load(str(tmp_path / "model.onnx")).graph.SerializeToString() == want, missing
+
+
+def test_a_float16_input_is_filled_in_float16(tmp_path: Path) -> None:
+    spec = _spec(tmp_path, FILLS_SPEC.replace("shape: [7]", "shape: [7], dtype: float16"))
+    model = build_model(spec)
+    columns = {**FILLS_COLUMNS, "missing": {"a": {"strategy": "fill", "fill": "0.1"}}}
+    x = np.array([[np.nan, 2.0, 0, 1, 0, 7.0, -2.25]], np.float16)
+    _, got = _run(spec, model, tmp_path / "model.onnx", {"task": "classify", "columns": json.dumps(columns)}, x)
+    x[0, 0] = np.float16(0.1)
+    _, want = _run(spec, model, tmp_path / "model.onnx", {"task": "classify", "columns": json.dumps(columns)}, x)
+    np.testing.assert_array_equal(got["logits"], want["logits"])
