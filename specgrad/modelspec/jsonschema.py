@@ -176,6 +176,8 @@ def spec_json_schema() -> dict[str, Any]:
     props["name"] = {"description": TOP.fields["name"].description, "anyOf": [SPEC_NAME, DOLLAR]}
     props["vars"], props["inputs"], props["blocks"] = vars_schema(), inputs_schema(), blocks_schema()
     props["model"] = model_schema()
+    init = props["init"]  # NOTE: init: PATH is init: {from: PATH}
+    init["anyOf"].insert(1, {"type": "string", "description": "a run folder or weights file: init: {from: PATH}"})
     single = props["input"]["anyOf"][0]["properties"]
     single["shape"] = _or_auto(single["shape"], "shape")
     data = props["data"]["anyOf"][0]

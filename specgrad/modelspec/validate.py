@@ -311,6 +311,15 @@ class ValidSpec:
         return min(vocabs) if vocabs else None
 
 
+def _init_shorthand(root: YNode) -> YNode:
+    """`init: PATH` (a run folder or a weights file) is `init: {from: PATH}`: one spelling for everything after."""
+    init = root.get("init")
+    if init is None or init.kind != "scalar" or not isinstance(init.value, str):
+        return root
+    whole = YNode({"from": init}, init.loc, "map", key_locs={"from": init.loc})
+    return YNode({**root.value, "init": whole}, root.loc, "map", root.text, root.quoted, root.key_locs)
+
+
 def validate_file(
     path: str | Path,
     overrides: Sequence[str] = (),
@@ -330,6 +339,7 @@ def validate_file(
     if root.kind != "map":
         raise SpecError([Problem(f"a spec is a mapping of keys like specgrad:, name:, model:, got {describe(root)}",
                                  root.loc)])  # fmt: skip
+    root = _init_shorthand(root)
     autos, problems = find_autos(root)
     root = placeheld(root, autos) if autos else root
     problems += check_section(root, TOP, "")

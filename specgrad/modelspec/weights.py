@@ -36,7 +36,8 @@ if TYPE_CHECKING:
     from specgrad.modelspec.graph import Step
     from specgrad.modelspec.validate import ValidSpec
 
-INIT = Section("init", "start from existing weights: a safetensors file and which of its tensors go where", {
+INIT = Section("init", "start from existing weights: a safetensors file and which of its tensors go where (init: "
+               "PATH is short for init: {from: PATH})", {
     "from": Field("str", "a .safetensors file, or a run folder (its model.safetensors, read by weight name), "
                   "relative to the spec's folder", REQUIRED),
     "map": Field("map", "model weight -> tensor name in the file (left out: the file's names are the model's)",

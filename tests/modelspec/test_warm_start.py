@@ -83,6 +83,24 @@ def test_the_same_spec_starts_from_a_runs_weights_by_name(run: Path, tmp_path: P
         np.testing.assert_array_equal(model[k], expected[k])
 
 
+def test_init_written_as_a_path_is_init_from_that_path(run: Path, tmp_path: Path) -> None:
+    """init: RUN_DIR is init: {from: RUN_DIR}: the same weights, the same values (and spec_hash), the line kept."""
+    from specgrad.train.run_folder import spec_hash
+
+    short, whole = tmp_path / "short.yaml", tmp_path / "whole.yaml"
+    short.write_text(_spec("warm", seed=5) + f"init: {run}\n")
+    whole.write_text(_spec("warm", seed=5, init=str(run)))
+    a, b = validate_file(short), validate_file(whole)
+    assert a.values["init"] == b.values["init"] and a.values["init"]["from"] == str(run)
+    assert spec_hash(a.values) == spec_hash(b.values)
+    got, want = _by_name(build_model(a, init=True)), _by_name(build_model(b, init=True))
+    assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in got)
+    short.write_text(_spec("warm", seed=5) + "init: runs/nowhere\n")
+    with pytest.raises(SpecError) as e:
+        validate_file(short)
+    assert e.value.problems[0].loc is not None and e.value.problems[0].loc.line == 13, str(e.value)
+
+
 def _by_name_file(path: Path) -> dict[str, np.ndarray]:
     names = {"0": "fc1", "2": "out"}
     return {f"{names[k.split('.')[2]]}.{k.split('.', 4)[4]}": v.numpy() for k, v in safe_load(path).items()
