@@ -58,7 +58,7 @@ from specgrad.train.sources.split import is_random_split_run, split_seed, strati
 # NOTE: what callers import from here that lives in sources/ (one place to import data names from)
 __all__ = [
     "APPLIES", "FLOAT32_MAX", "IMAGE_MODES", "IMAGE_SUFFIXES", "NONFINITE_HINT", "SOURCES", "CsvNotes", "Dataset",
-    "Dialect", "Head", "SourceDef", "WrongSize", "_statistics", "augmented", "batches", "check_data", "column_kinds",
+    "Dialect", "Head", "SourceDef", "WrongSize", "_statistics", "augmented", "batches", "column_kinds",
     "column_uses", "csv_table", "data_file", "data_widths", "dialect_of", "encode_rows", "eval_batches", "fields",
     "input_columns", "inspect_data", "is_number", "is_random_split_run", "load_data", "named", "pillow", "read_image",
     "split_seed", "standardize", "stratified_split", "unstandardize",
@@ -141,11 +141,6 @@ def _load_test_file(src: _Source) -> Dataset:
     ds.x_valid, ds.y_valid = x.astype(x.dtype if ds.heads else src.dtype, copy=False), y
     ds.table = got.table  # NOTE: the file read for the held-out part: the rows it left out are its own
     return ds
-
-
-def check_data(spec: ValidSpec) -> list[Problem]:
-    """The problems load_data would raise (none when the spec has no data section): what `validate` reports."""
-    return inspect_data(spec)[1]
 
 
 def inspect_data(spec: ValidSpec) -> tuple[Dataset | None, list[Problem]]:
